@@ -1,0 +1,339 @@
+//! The host's handle on one worker: calls, lazy respawn, shutdown.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use airlock_shm::PoolConfig;
+use airlock_supervisor::{LaneError, OutputSink, WorkerProcess, WorkerSpec};
+use airlock_wire::{Message, RemoteException, Side, Value};
+use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
+use pyo3::types::{PyDict, PyTuple};
+
+use crate::convert::{Encoder, decode};
+use crate::errors::{self, AirlockError};
+use crate::hooks::hooks;
+use crate::lane::Lane;
+use crate::sink::PyLogSink;
+
+struct Running {
+    process: Arc<WorkerProcess>,
+    lane: Py<Lane>,
+}
+
+struct Slot {
+    running: Option<Running>,
+    generation: u64,
+    closed: bool,
+}
+
+/// A worker process of the host, respawned lazily after it dies.
+///
+/// Calls are serialized: one frame exchange at a time per worker.
+#[pyclass(frozen, module = "comfy_airlock._native")]
+pub struct Worker {
+    spec: WorkerSpec,
+    sink: Arc<dyn OutputSink>,
+    slot: Mutex<Slot>,
+    next_id: AtomicU64,
+}
+
+/// Locks without deadlocking against a thread that holds the lock and waits for the GIL.
+fn slot_lock<'a, T>(py: Python<'_>, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
+    m.lock_py_attached(py).unwrap_or_else(|p| p.into_inner())
+}
+
+impl Worker {
+    /// Locks the slot with the GIL released (another thread may hold the slot while it waits
+    /// for the GIL) and makes sure a live process is in it.
+    fn running<'py>(&self, py: Python<'py>) -> PyResult<(MutexGuard<'_, Slot>, Arc<WorkerProcess>, Bound<'py, Lane>)> {
+        let mut slot = slot_lock(py, &self.slot);
+        if slot.closed {
+            return Err(AirlockError::new_err(format!(
+                "worker '{}' is closed",
+                self.spec.name
+            )));
+        }
+        if let Some(r) = &slot.running
+            && !r.process.is_alive()
+        {
+            slot.running = None;
+        }
+        if slot.running.is_none() {
+            let generation = slot.generation + 1;
+            let process = py
+                .detach(|| WorkerProcess::spawn(&self.spec, generation, self.sink.clone()))
+                .map_err(|e| errors::spawn(&self.spec.name, &e))?;
+            slot.generation = generation;
+            let lane = Py::new(py, Lane::new(py, process.call_lane().clone(), Side::Host))?;
+            slot.running = Some(Running {
+                process: Arc::new(process),
+                lane,
+            });
+        }
+        let r = slot.running.as_ref().expect("just ensured");
+        let process = r.process.clone();
+        let lane = r.lane.bind(py).clone();
+        Ok((slot, process, lane))
+    }
+
+    /// Turns a broken lane into the right exception, and drops the process so the next call
+    /// starts a new generation.
+    fn fail(&self, slot: &mut Slot, process: &WorkerProcess, during: &str, e: LaneError) -> PyErr {
+        slot.running = None;
+        if let Some(_status) = process.wait_exit(Duration::from_millis(100)) {
+            return errors::died(&process.died(during));
+        }
+        // Alive but speaking garbage: it cannot be trusted with another call.
+        process.kill();
+        errors::lane(&self.spec.name, &e)
+    }
+}
+
+#[pymethods]
+impl Worker {
+    /// Starts the worker. `env` is its whole environment as `(name, value)` pairs.
+    #[new]
+    #[pyo3(signature = (name, python, args, env, cwd=None, connect_timeout=60.0))]
+    fn new(
+        py: Python<'_>,
+        name: String,
+        python: PathBuf,
+        args: Vec<OsString>,
+        env: Vec<(OsString, OsString)>,
+        cwd: Option<PathBuf>,
+        connect_timeout: f64,
+    ) -> PyResult<Worker> {
+        let pool = PoolConfig {
+            name: format!("airlock-{name}"),
+            ..PoolConfig::default()
+        };
+        let w = Worker {
+            spec: WorkerSpec {
+                name,
+                python,
+                args,
+                env,
+                cwd,
+                connect_timeout: Duration::from_secs_f64(connect_timeout),
+                pool,
+            },
+            sink: Arc::new(PyLogSink),
+            slot: Mutex::new(Slot {
+                running: None,
+                generation: 0,
+                closed: false,
+            }),
+            next_id: AtomicU64::new(1),
+        };
+        drop(w.running(py)?);
+        Ok(w)
+    }
+
+    /// Runs `target` (`"module:qualname"`) in the worker and returns its result.
+    #[pyo3(signature = (target, args, kwargs=None))]
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        target: &str,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (mut slot, process, lane) = self.running(py)?;
+        let mut enc = Encoder::new(&lane);
+        let encoded = enc.encode(args.as_any()).and_then(|a| {
+            let k = match kwargs {
+                Some(k) => enc.encode(k.as_any())?,
+                None => Value::Dict(Vec::new()),
+            };
+            Ok((a, k))
+        });
+        let (a, k) = match encoded {
+            Ok(v) => v,
+            Err(e) => {
+                enc.abandon();
+                return Err(e);
+            }
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let msg = Message::Call {
+            id,
+            target: target.to_owned(),
+            args: a,
+            kwargs: k,
+        };
+        let call_lane = process.call_lane().clone();
+        let reply = py.detach(|| -> Result<Message, LaneError> {
+            call_lane.send(&msg)?;
+            loop {
+                match call_lane.recv()? {
+                    Some(m @ (Message::Reply { .. } | Message::Error { .. })) => return Ok(m),
+                    Some(other) => {
+                        return Err(LaneError::Protocol(format!(
+                            "unexpected {} on the call lane",
+                            variant(&other)
+                        )));
+                    }
+                    None => return Err(LaneError::Closed),
+                }
+            }
+        });
+        let during = format!("a call to '{target}'");
+        let reply = match reply {
+            Ok(m) => m,
+            Err(e) => return Err(self.fail(&mut slot, &process, &during, e)),
+        };
+        drop(slot);
+        match reply {
+            Message::Reply { id: rid, value } if rid == id => decode(py, &lane, value),
+            Message::Error { id: rid, error } if rid == id => {
+                Err(remote_error(py, &self.spec.name, error))
+            }
+            _ => {
+                let mut slot = slot_lock(py, &self.slot);
+                Err(self.fail(
+                    &mut slot,
+                    &process,
+                    &during,
+                    LaneError::Protocol("reply for another call".into()),
+                ))
+            }
+        }
+    }
+
+    /// Pid of the current process (a new one after a respawn).
+    #[getter]
+    fn pid(&self, py: Python<'_>) -> Option<i32> {
+        let slot = slot_lock(py, &self.slot);
+        slot.running.as_ref().map(|r| r.process.pid())
+    }
+
+    /// Bumped on every spawn.
+    #[getter]
+    fn generation(&self, py: Python<'_>) -> u64 {
+        slot_lock(py, &self.slot).generation
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Whether a process is running now (it is started again on the next call if not).
+    #[getter]
+    fn alive(&self, py: Python<'_>) -> bool {
+        let slot = slot_lock(py, &self.slot);
+        slot.running.as_ref().is_some_and(|r| r.process.is_alive())
+    }
+
+    /// What the worker reported at its handshake.
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let slot = slot_lock(py, &self.slot);
+        let Some(r) = &slot.running else {
+            return Ok(None);
+        };
+        let h = r.process.hello();
+        let d = PyDict::new(py);
+        d.set_item("pid", r.process.pid())?;
+        d.set_item("generation", r.process.generation())?;
+        d.set_item("python", &h.python)?;
+        d.set_item("torch", &h.torch)?;
+        d.set_item("numpy", &h.numpy)?;
+        Ok(Some(d))
+    }
+
+    /// The current call lane (for the codec and for leak checks).
+    #[getter]
+    fn lane<'py>(&self, py: Python<'py>) -> Option<Bound<'py, Lane>> {
+        let slot = slot_lock(py, &self.slot);
+        slot.running.as_ref().map(|r| r.lane.bind(py).clone())
+    }
+
+    /// Control-lane round trip in seconds; answered even while a call runs.
+    #[pyo3(signature = (timeout=5.0))]
+    fn ping(&self, py: Python<'_>, timeout: f64) -> PyResult<f64> {
+        let process = {
+            let slot = slot_lock(py, &self.slot);
+            slot.running.as_ref().map(|r| r.process.clone())
+        };
+        let Some(p) = process else {
+            return Err(AirlockError::new_err("worker is not running"));
+        };
+        py.detach(|| p.ping(Duration::from_secs_f64(timeout)))
+            .map(|d| d.as_secs_f64())
+            .map_err(|e| errors::lane(&self.spec.name, &e))
+    }
+
+    /// SIGKILL the current process (for tests of crash handling).
+    fn kill(&self, py: Python<'_>) {
+        let slot = slot_lock(py, &self.slot);
+        if let Some(r) = &slot.running {
+            r.process.kill();
+        }
+    }
+
+    /// Asks the worker to exit, waits up to `grace` seconds, then kills it. Idempotent.
+    #[pyo3(signature = (grace=5.0))]
+    fn close(&self, py: Python<'_>, grace: f64) -> Option<String> {
+        let running = {
+            let mut slot = slot_lock(py, &self.slot);
+            slot.closed = true;
+            slot.running.take()
+        };
+        let r = running?;
+        let status = py.detach(|| r.process.shutdown(Duration::from_secs_f64(grace)));
+        Some(status.to_string())
+    }
+}
+
+fn variant(m: &Message) -> &'static str {
+    match m {
+        Message::Segment { .. } => "Segment",
+        Message::Call { .. } => "Call",
+        Message::Hello(_) => "Hello",
+        _ => "message",
+    }
+}
+
+fn remote_error(py: Python<'_>, worker: &str, e: RemoteException) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let h = hooks(py)?;
+        let args = match e.args {
+            Value::Tuple(items) => {
+                // Exception args are plain values; tensors in them would need a lane.
+                let mut out = Vec::new();
+                for v in items {
+                    out.push(plain(py, v)?);
+                }
+                PyTuple::new(py, out)?
+            }
+            _ => PyTuple::empty(py),
+        };
+        let exc = h.make_exception.bind(py).call1((
+            worker,
+            &e.module,
+            &e.qualname,
+            &e.message,
+            args,
+            &e.traceback,
+        ))?;
+        Ok(PyErr::from_value(exc))
+    };
+    build().unwrap_or_else(|err| err)
+}
+
+/// Decodes a value that cannot hold tensors (exception arguments).
+fn plain(py: Python<'_>, v: Value) -> PyResult<Bound<'_, PyAny>> {
+    use pyo3::types::{PyBool, PyFloat, PyString};
+    Ok(match v {
+        Value::None => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, b).to_owned().into_any(),
+        Value::Int(i) => i.into_pyobject(py)?.into_any(),
+        Value::Float(f) => PyFloat::new(py, f).into_any(),
+        Value::Str(s) => PyString::new(py, &s).into_any(),
+        _ => return Err(pyo3::exceptions::PyTypeError::new_err("complex exception args")),
+    })
+}

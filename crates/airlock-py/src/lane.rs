@@ -1,0 +1,121 @@
+//! `Lane`: the shared-memory operations of one call lane, for the Python tensor codec.
+
+use std::os::fd::IntoRawFd;
+use std::sync::Arc;
+
+use airlock_supervisor::CallLane;
+use airlock_wire::{Region, Side};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::ProtocolError;
+
+pub fn side_code(s: Side) -> u8 {
+    match s {
+        Side::Host => 0,
+        Side::Worker => 1,
+    }
+}
+
+pub fn side_from(code: u8) -> PyResult<Side> {
+    match code {
+        0 => Ok(Side::Host),
+        1 => Ok(Side::Worker),
+        _ => Err(pyo3::exceptions::PyValueError::new_err("side must be 0 or 1")),
+    }
+}
+
+pub fn region_tuple(r: &Region) -> (u8, u32, u64, u64) {
+    (side_code(r.side), r.segment, r.offset, r.len)
+}
+
+/// One call lane's pool and segments, as the tensor codec needs them.
+#[pyclass(frozen, module = "comfy_airlock._native")]
+pub struct Lane {
+    pub inner: Arc<CallLane>,
+    side: Side,
+    /// `(side, segment) -> mapping`, owned by the Python codec.
+    #[pyo3(get)]
+    mappings: Py<PyDict>,
+}
+
+impl Lane {
+    pub fn new(py: Python<'_>, inner: Arc<CallLane>, side: Side) -> Lane {
+        Lane {
+            inner,
+            side,
+            mappings: PyDict::new(py).unbind(),
+        }
+    }
+}
+
+#[pymethods]
+impl Lane {
+    /// 0 in the host, 1 in a worker.
+    #[getter]
+    fn side(&self) -> u8 {
+        side_code(self.side)
+    }
+
+    /// Leases `nbytes` of our pool: `(side, segment, offset, length)`.
+    fn alloc(&self, py: Python<'_>, nbytes: u64) -> PyResult<(u8, u32, u64, u64)> {
+        let r = py
+            .detach(|| self.inner.alloc(nbytes))
+            .map_err(|e| ProtocolError::new_err(format!("cannot lease shared memory: {e}")))?;
+        Ok(region_tuple(&r))
+    }
+
+    /// Returns a lease that was never sent.
+    fn unalloc(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
+        self.inner.unalloc(Region {
+            side: side_from(side)?,
+            segment,
+            offset,
+            len,
+        });
+        Ok(())
+    }
+
+    /// Our last view of a peer region is gone. Safe from finalizers on any thread.
+    fn release(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
+        self.inner.release(Region {
+            side: side_from(side)?,
+            segment,
+            offset,
+            len,
+        });
+        Ok(())
+    }
+
+    /// A new fd for mapping segment `(side, segment)`, which the caller must close, and the
+    /// segment's length.
+    fn segment_fd(&self, side: u8, segment: u32) -> PyResult<(i32, u64)> {
+        let (fd, len) = self
+            .inner
+            .segment_fd(side_from(side)?, segment)
+            .map_err(|e| ProtocolError::new_err(e.to_string()))?;
+        Ok((fd.into_raw_fd(), len))
+    }
+
+    /// Segments retired since the last call, whose mappings should be dropped.
+    fn take_unmapped(&self) -> Vec<(u8, u32)> {
+        self.inner
+            .take_unmapped()
+            .into_iter()
+            .map(|(s, id)| (side_code(s), id))
+            .collect()
+    }
+
+    /// Pool counters: `segments`, `segment_bytes`, `leased_regions`, `leased_bytes`,
+    /// `peer_segments`.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let d = PyDict::new(py);
+        d.set_item("segments", s.pool.segments)?;
+        d.set_item("segment_bytes", s.pool.segment_bytes)?;
+        d.set_item("leased_regions", s.pool.leased_regions)?;
+        d.set_item("leased_bytes", s.pool.leased_bytes)?;
+        d.set_item("peer_segments", s.peer_segments)?;
+        Ok(d)
+    }
+}

@@ -1,0 +1,31 @@
+//! `comfy_airlock._native`: the Rust core as seen from Python. Bindings only; every concept
+//! lives in the `airlock-*` crates.
+
+mod convert;
+mod errors;
+mod hooks;
+mod host;
+mod lane;
+mod sink;
+mod worker;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+mod _native {
+    #[pymodule_export]
+    use crate::errors::{
+        AirlockError, HandshakeError, ProtocolError, RemoteError, SpawnError, WorkerDied,
+    };
+    #[pymodule_export]
+    use crate::hooks::install_hooks;
+    #[pymodule_export]
+    use crate::host::Worker;
+    #[pymodule_export]
+    use crate::lane::Lane;
+    #[pymodule_export]
+    use crate::worker::{WorkerLink, connect};
+
+    #[pymodule_export]
+    const PROTOCOL_VERSION: u32 = airlock_wire::PROTOCOL_VERSION;
+}

@@ -1,0 +1,207 @@
+//! The worker's end: connect to the host, receive calls, send replies.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use airlock_shm::PoolConfig;
+use airlock_supervisor::{CallLane, WorkerIdentity};
+use airlock_wire::{Message, RemoteException, Side, TOKEN_LEN, Token, Value};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use crate::convert::{Encoder, decode};
+use crate::errors::{HandshakeError, ProtocolError};
+use crate::lane::Lane;
+
+fn host_gone() {
+    // The host is gone: nobody will read our results. Exit now, from whatever thread, without
+    // running Python finalizers that might block on the dead host.
+    // SAFETY: _exit is async-signal-safe and takes no locks.
+    unsafe { libc_exit(0) }
+}
+
+unsafe extern "C" {
+    #[link_name = "_exit"]
+    fn libc_exit(code: i32) -> !;
+}
+
+/// Connects to the host that spawned this process.
+#[pyfunction]
+#[pyo3(signature = (socket, token_hex, python, torch=None, numpy=None))]
+pub fn connect(
+    py: Python<'_>,
+    socket: PathBuf,
+    token_hex: &str,
+    python: String,
+    torch: Option<String>,
+    numpy: Option<String>,
+) -> PyResult<WorkerLink> {
+    let token = parse_token(token_hex)?;
+    let id = WorkerIdentity {
+        python,
+        torch,
+        numpy,
+    };
+    let pool = PoolConfig {
+        name: format!("airlock-worker-{}", std::process::id()),
+        ..PoolConfig::default()
+    };
+    let (lane, generation, name) = py
+        .detach(|| airlock_supervisor::connect(&socket, token, &id, pool, host_gone))
+        .map_err(|e| HandshakeError::new_err(format!("cannot connect to the host: {e}")))?;
+    let lane_obj = Py::new(py, Lane::new(py, lane.clone(), Side::Worker))?;
+    Ok(WorkerLink {
+        lane,
+        lane_obj,
+        generation,
+        name,
+    })
+}
+
+fn parse_token(hex: &str) -> PyResult<Token> {
+    let hex = hex.trim();
+    let bad = || HandshakeError::new_err("malformed spawn token");
+    if hex.len() != TOKEN_LEN * 2 {
+        return Err(bad());
+    }
+    let mut t = [0u8; TOKEN_LEN];
+    for (i, b) in t.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16).map_err(|_| bad())?;
+    }
+    Ok(Token(t))
+}
+
+/// The worker's call lane.
+#[pyclass(frozen, module = "comfy_airlock._native")]
+pub struct WorkerLink {
+    lane: Arc<CallLane>,
+    lane_obj: Py<Lane>,
+    #[pyo3(get)]
+    generation: u64,
+    #[pyo3(get)]
+    name: String,
+}
+
+#[pymethods]
+impl WorkerLink {
+    #[getter]
+    fn lane<'py>(&self, py: Python<'py>) -> Bound<'py, Lane> {
+        self.lane_obj.bind(py).clone()
+    }
+
+    /// The next call as `(id, target, args, kwargs, error)`: `error` is set (and args/kwargs
+    /// are None) when the arguments could not be decoded. None when the host asks us to stop
+    /// or is gone.
+    #[allow(clippy::type_complexity)]
+    fn recv<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Option<(u64, String, Bound<'py, PyAny>, Bound<'py, PyAny>, Option<PyErr>)>> {
+        let lane = self.lane.clone();
+        let msg = py
+            .detach(|| lane.recv())
+            .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))?;
+        match msg {
+            None | Some(Message::Shutdown) => Ok(None),
+            Some(Message::Call {
+                id,
+                target,
+                args,
+                kwargs,
+            }) => {
+                let lane = self.lane_obj.bind(py);
+                let decoded = decode(py, lane, args).and_then(|a| {
+                    let k = decode(py, lane, kwargs)?;
+                    Ok((a, k))
+                });
+                Ok(Some(match decoded {
+                    Ok((a, k)) => (id, target, a, k, None),
+                    Err(e) => (id, target, py.None().into_bound(py), py.None().into_bound(py), Some(e)),
+                }))
+            }
+            Some(_) => Err(ProtocolError::new_err("unexpected message on the call lane")),
+        }
+    }
+
+    /// Sends the result of call `id`.
+    fn reply(&self, py: Python<'_>, id: u64, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let lane = self.lane_obj.bind(py);
+        let mut enc = Encoder::new(lane);
+        let v = match enc.encode(value) {
+            Ok(v) => v,
+            Err(e) => {
+                enc.abandon();
+                return Err(e);
+            }
+        };
+        let msg = Message::Reply { id, value: v };
+        let l = self.lane.clone();
+        py.detach(|| l.send(&msg))
+            .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))
+    }
+
+    /// Sends the exception raised by call `id`.
+    #[pyo3(signature = (id, module, qualname, message, args, traceback))]
+    fn error(
+        &self,
+        py: Python<'_>,
+        id: u64,
+        module: String,
+        qualname: String,
+        message: String,
+        args: &Bound<'_, PyTuple>,
+        traceback: String,
+    ) -> PyResult<()> {
+        let args = plain_args(args);
+        let msg = Message::Error {
+            id,
+            error: RemoteException {
+                module,
+                qualname,
+                message,
+                args,
+                traceback,
+            },
+        };
+        let l = self.lane.clone();
+        py.detach(|| l.send(&msg))
+            .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))
+    }
+
+    /// Sends pending releases now (after the views of a call's arguments died).
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let l = self.lane.clone();
+        py.detach(|| l.flush())
+            .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))
+    }
+}
+
+/// Exception args that are plain scalars travel; anything else is left out (the message
+/// carries `str(exc)` anyway).
+fn plain_args(args: &Bound<'_, PyTuple>) -> Value {
+    let mut out = Vec::new();
+    for a in args.iter() {
+        let v = if a.is_none() {
+            Value::None
+        } else if let Ok(b) = a.cast_exact::<pyo3::types::PyBool>() {
+            Value::Bool(b.is_true())
+        } else if let Some(i) = a
+            .cast_exact::<pyo3::types::PyInt>()
+            .ok()
+            .and_then(|i| i.extract::<i64>().ok())
+        {
+            Value::Int(i)
+        } else if let Ok(f) = a.cast_exact::<pyo3::types::PyFloat>() {
+            Value::Float(f.value())
+        } else if let Ok(s) = a.cast_exact::<pyo3::types::PyString>() {
+            match s.to_str() {
+                Ok(s) => Value::Str(s.to_owned()),
+                Err(_) => return Value::Tuple(Vec::new()),
+            }
+        } else {
+            return Value::Tuple(Vec::new());
+        };
+        out.push(v);
+    }
+    Value::Tuple(out)
+}

@@ -1,0 +1,20 @@
+//! Shared memory for tensors: memfd segments, a pool that hands out leased regions, and the
+//! passing of segment fds over a Unix socket.
+//!
+//! Each side of a worker connection owns a [`Pool`] of segments it created. A producer copies a
+//! tensor into a region of its own pool once; the consumer maps the segment (whose fd it got
+//! once, with the frame announcing it) and reads the region in place. The region stays leased
+//! until the consumer says it has dropped every view of it ([`Pool::release`]); no timers.
+//!
+//! Segments are pre-allocated with `fallocate` and reused, because first-touch page faults on a
+//! fresh 1 GiB mapping cost ten times the copy itself (see `docs/benchmarks.md`).
+
+mod error;
+mod fdpass;
+mod pool;
+mod segment;
+
+pub use error::ShmError;
+pub use fdpass::{borrow_all, recv_with_fds, send_with_fds};
+pub use pool::{Alloc, Lease, Pool, PoolConfig, PoolStats, Released};
+pub use segment::Segment;

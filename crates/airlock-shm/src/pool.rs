@@ -1,0 +1,376 @@
+//! The regions one side lends to its peer.
+//!
+//! A region is held by whoever has a reference to it: the peer (once per descriptor we sent)
+//! and, in later versions, local views. It returns to the free list only when its last hold is
+//! released, so a producer never overwrites bytes a consumer may still read.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::error::ShmError;
+use crate::segment::Segment;
+
+/// Sizing of a pool.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// Prefix of memfd names (shown in `/proc/<pid>/maps`).
+    pub name: String,
+    /// Smallest segment created; small tensors share one.
+    pub min_segment: u64,
+    /// Idle (fully free) segment bytes kept for reuse; beyond this they are retired.
+    pub keep_idle: u64,
+    /// Most bytes the pool may hold in segments at once.
+    pub limit: u64,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            name: "airlock".into(),
+            min_segment: 32 << 20,
+            keep_idle: 2 << 30,
+            limit: 64 << 30,
+        }
+    }
+}
+
+/// A leased byte range of one segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lease {
+    pub segment: u32,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// The result of [`Pool::alloc`].
+#[derive(Debug)]
+pub struct Alloc {
+    pub lease: Lease,
+    /// Set when a segment was created for this lease and must be announced to the peer.
+    pub created: Option<u32>,
+}
+
+/// The result of [`Pool::release`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// Other holds remain.
+    StillHeld,
+    /// The region is free for reuse.
+    Freed,
+}
+
+/// Counters for tests, leak checks and `airlock status`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    pub segments: usize,
+    pub segment_bytes: u64,
+    pub leased_regions: usize,
+    pub leased_bytes: u64,
+}
+
+#[derive(Debug)]
+struct Slot {
+    segment: Segment,
+    /// Free ranges: offset → length, coalesced.
+    free: BTreeMap<u64, u64>,
+    /// Leased ranges: offset → (length, holds).
+    leased: HashMap<u64, (u64, u32)>,
+}
+
+impl Slot {
+    fn is_idle(&self) -> bool {
+        self.leased.is_empty()
+    }
+
+    fn take(&mut self, len: u64, align: u64) -> Option<u64> {
+        // Best fit keeps large holes for large tensors.
+        let (&start, &size) = self
+            .free
+            .iter()
+            .filter(|&(&off, &size)| align_up(off, align) + len <= off + size)
+            .min_by_key(|&(_, &size)| size)?;
+        self.free.remove(&start);
+        let at = align_up(start, align);
+        if at > start {
+            self.free.insert(start, at - start);
+        }
+        let end = at + len;
+        if end < start + size {
+            self.free.insert(end, start + size - end);
+        }
+        Some(at)
+    }
+
+    fn give_back(&mut self, offset: u64, len: u64) {
+        let (mut start, mut size) = (offset, len);
+        if let Some((&prev, &plen)) = self.free.range(..offset).next_back()
+            && prev + plen == offset
+        {
+            self.free.remove(&prev);
+            start = prev;
+            size += plen;
+        }
+        if let Some(&nlen) = self.free.get(&(offset + len)) {
+            self.free.remove(&(offset + len));
+            size += nlen;
+        }
+        self.free.insert(start, size);
+    }
+}
+
+/// The segments one side has created, and the leases on them.
+#[derive(Debug)]
+pub struct Pool {
+    config: PoolConfig,
+    slots: BTreeMap<u32, Slot>,
+    next_id: u32,
+    retired: Vec<u32>,
+}
+
+const SMALL: u64 = 4096;
+const SEGMENT_GRANULE: u64 = 2 << 20;
+
+fn align_up(x: u64, a: u64) -> u64 {
+    x.div_ceil(a) * a
+}
+
+impl Pool {
+    pub fn new(config: PoolConfig) -> Pool {
+        Pool {
+            config,
+            slots: BTreeMap::new(),
+            next_id: 0,
+            retired: Vec::new(),
+        }
+    }
+
+    /// Leases `len` bytes (`len > 0`), creating a segment when no free range fits. The lease
+    /// starts with one hold, the peer's.
+    pub fn alloc(&mut self, len: u64) -> Result<Alloc, ShmError> {
+        let len = len.max(1);
+        // Page alignment for anything not tiny keeps big copies on whole pages.
+        let align = if len < SMALL { 64 } else { SMALL };
+        let found = self
+            .slots
+            .iter_mut()
+            .find_map(|(&id, slot)| slot.take(len, align).map(|off| (id, off)));
+        let (segment, offset, created) = match found {
+            Some((id, off)) => (id, off, None),
+            None => {
+                let id = self.create_segment(len)?;
+                let slot = self.slots.get_mut(&id).expect("segment just created");
+                let off = slot
+                    .take(len, align)
+                    .expect("a new segment fits its first lease");
+                (id, off, Some(id))
+            }
+        };
+        self.slots
+            .get_mut(&segment)
+            .expect("segment exists")
+            .leased
+            .insert(offset, (len, 1));
+        Ok(Alloc {
+            lease: Lease {
+                segment,
+                offset,
+                len,
+            },
+            created,
+        })
+    }
+
+    fn create_segment(&mut self, len: u64) -> Result<u32, ShmError> {
+        let size = align_up(len.max(self.config.min_segment), SEGMENT_GRANULE);
+        let total: u64 = self.slots.values().map(|s| s.segment.len()).sum();
+        if total + size > self.config.limit {
+            self.retire_idle(0);
+            let total: u64 = self.slots.values().map(|s| s.segment.len()).sum();
+            if total + size > self.config.limit {
+                return Err(ShmError::PoolLimit {
+                    len,
+                    limit: self.config.limit,
+                });
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let name = format!("{}-{id}", self.config.name);
+        let segment = Segment::create(&name, size)?;
+        let mut free = BTreeMap::new();
+        free.insert(0, size);
+        self.slots.insert(
+            id,
+            Slot {
+                segment,
+                free,
+                leased: HashMap::new(),
+            },
+        );
+        Ok(id)
+    }
+
+    /// Adds a hold on a leased region (a local view, or a second reference sent to the peer).
+    pub fn acquire(&mut self, segment: u32, offset: u64) -> Result<(), ShmError> {
+        let (_, holds) = self
+            .slots
+            .get_mut(&segment)
+            .and_then(|s| s.leased.get_mut(&offset))
+            .ok_or(ShmError::UnknownRegion { segment, offset })?;
+        *holds += 1;
+        Ok(())
+    }
+
+    /// Drops one hold. A release for a region that is not leased is the peer's error (a
+    /// duplicate or forged release) and is refused without touching the pool.
+    pub fn release(&mut self, segment: u32, offset: u64) -> Result<Released, ShmError> {
+        let slot = self
+            .slots
+            .get_mut(&segment)
+            .ok_or(ShmError::UnknownRegion { segment, offset })?;
+        let (len, holds) = slot
+            .leased
+            .get_mut(&offset)
+            .ok_or(ShmError::UnknownRegion { segment, offset })?;
+        *holds -= 1;
+        if *holds > 0 {
+            return Ok(Released::StillHeld);
+        }
+        let len = *len;
+        slot.leased.remove(&offset);
+        slot.give_back(offset, len);
+        if slot.is_idle() {
+            self.retire_idle(self.config.keep_idle);
+        }
+        Ok(Released::Freed)
+    }
+
+    /// Frees every lease at once: the peer is gone, and its holds with it.
+    pub fn release_all(&mut self) {
+        for slot in self.slots.values_mut() {
+            let leased: Vec<(u64, u64)> = slot.leased.drain().map(|(o, (l, _))| (o, l)).collect();
+            for (o, l) in leased {
+                slot.give_back(o, l);
+            }
+        }
+        self.retire_idle(self.config.keep_idle);
+    }
+
+    /// Retires idle segments, largest first, until idle bytes are at most `keep`.
+    fn retire_idle(&mut self, keep: u64) {
+        let mut idle: Vec<(u64, u32)> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.is_idle())
+            .map(|(&id, s)| (s.segment.len(), id))
+            .collect();
+        let mut idle_bytes: u64 = idle.iter().map(|(l, _)| l).sum();
+        idle.sort_unstable_by(|a, b| b.cmp(a));
+        for (len, id) in idle {
+            if idle_bytes <= keep {
+                break;
+            }
+            self.slots.remove(&id);
+            self.retired.push(id);
+            idle_bytes -= len;
+        }
+    }
+
+    /// Segments retired since the last call; the peer must be told to unmap them.
+    pub fn take_retired(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.retired)
+    }
+
+    pub fn segment(&self, id: u32) -> Option<&Segment> {
+        self.slots.get(&id).map(|s| &s.segment)
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        let mut st = PoolStats::default();
+        for slot in self.slots.values() {
+            st.segments += 1;
+            st.segment_bytes += slot.segment.len();
+            st.leased_regions += slot.leased.len();
+            st.leased_bytes += slot.leased.values().map(|(l, _)| l).sum::<u64>();
+        }
+        st
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool() -> Pool {
+        Pool::new(PoolConfig {
+            name: "airlock-test".into(),
+            min_segment: 4 << 20,
+            keep_idle: 8 << 20,
+            limit: 64 << 20,
+        })
+    }
+
+    #[test]
+    fn a_region_is_reused_only_after_release() {
+        let mut p = pool();
+        let a = p.alloc(1 << 20).unwrap();
+        assert_eq!(a.created, Some(0));
+        let b = p.alloc(1 << 20).unwrap();
+        assert_eq!(b.created, None, "second lease fits the first segment");
+        assert_ne!(a.lease.offset, b.lease.offset);
+        assert_eq!(
+            p.release(a.lease.segment, a.lease.offset).unwrap(),
+            Released::Freed
+        );
+        let c = p.alloc(1 << 20).unwrap();
+        assert_eq!(c.lease, a.lease, "the freed region is reused");
+    }
+
+    #[test]
+    fn extra_holds_delay_the_free() {
+        let mut p = pool();
+        let a = p.alloc(100).unwrap().lease;
+        p.acquire(a.segment, a.offset).unwrap();
+        assert_eq!(p.release(a.segment, a.offset).unwrap(), Released::StillHeld);
+        assert_eq!(p.release(a.segment, a.offset).unwrap(), Released::Freed);
+        assert!(matches!(
+            p.release(a.segment, a.offset),
+            Err(ShmError::UnknownRegion { .. })
+        ));
+    }
+
+    #[test]
+    fn forged_release_is_refused() {
+        let mut p = pool();
+        let a = p.alloc(100).unwrap().lease;
+        assert!(p.release(a.segment, a.offset + 64).is_err());
+        assert!(p.release(a.segment + 7, 0).is_err());
+        assert_eq!(p.stats().leased_regions, 1);
+    }
+
+    #[test]
+    fn idle_segments_beyond_keep_are_retired() {
+        let mut p = pool();
+        let big = p.alloc(16 << 20).unwrap().lease;
+        p.release(big.segment, big.offset).unwrap();
+        assert_eq!(p.take_retired(), vec![big.segment]);
+        assert_eq!(p.stats().segments, 0);
+    }
+
+    #[test]
+    fn limit_is_enforced() {
+        let mut p = pool();
+        assert!(matches!(p.alloc(65 << 20), Err(ShmError::PoolLimit { .. })));
+    }
+
+    #[test]
+    fn release_all_frees_everything() {
+        let mut p = pool();
+        for _ in 0..5 {
+            p.alloc(300_000).unwrap();
+        }
+        p.release_all();
+        assert_eq!(p.stats().leased_regions, 0);
+        let again = p.alloc(4 << 20).unwrap();
+        assert_eq!(again.created, None, "coalesced back into one free range");
+    }
+}

@@ -1,0 +1,30 @@
+//! Worker processes for comfy-airlock, and the lanes that connect them to the host.
+//!
+//! The host spawns each worker from any Python interpreter with our runtime on its path. The
+//! worker connects back twice through a socket in a private 0700 directory that exists only
+//! for the handshake: once for the **call lane** (calls, replies, segment announcements and
+//! lease releases) and once for the **control lane** (heartbeats and commands that must reach a
+//! worker while it is busy). Each connection is checked three ways: the peer's credentials
+//! (same uid, the pid we spawned), a per-spawn token handed over an inherited pipe, and the
+//! protocol version.
+//!
+//! Crash detection does not poll: a reaper thread waits on the worker's pidfd and, when it
+//! exits, shuts our ends of its sockets, so a caller blocked on a reply wakes at once with an
+//! error that names the worker, its exit status and the last lines of its stderr.
+
+mod connect;
+mod error;
+mod exit;
+mod lane;
+mod output;
+mod process;
+mod shm_state;
+mod spawn;
+
+pub use connect::{WorkerIdentity, connect};
+pub use error::{LaneError, SpawnError, WorkerDied};
+pub use exit::ExitDescription;
+pub use lane::{CallLane, ControlLane, LaneStats};
+pub use output::{OutputSink, Stream};
+pub use process::WorkerProcess;
+pub use spawn::WorkerSpec;

@@ -1,0 +1,484 @@
+//! One running worker: spawn, handshake, reaping, and shutdown.
+
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use airlock_wire::{Hello, Lane, Message, Side, Token};
+use rustix::event::{PollFd, PollFlags};
+use rustix::process::{Pid, PidfdFlags, Signal, WaitIdOptions, WaitId};
+
+use crate::error::{LaneError, SpawnError, WorkerDied};
+use crate::exit::ExitDescription;
+use crate::lane::{CallLane, ControlLane, Framed, recv_one};
+use crate::output::{OutputSink, Stream, Tail, forward};
+use crate::spawn::{SocketDir, WorkerSpec, hex};
+
+/// The fd on which a worker writes its logging records.
+pub const LOG_FD: i32 = 3;
+
+#[derive(Default)]
+struct ExitState {
+    status: Mutex<Option<ExitDescription>>,
+    changed: Condvar,
+}
+
+impl ExitState {
+    fn wait(&self, timeout: Duration) -> Option<ExitDescription> {
+        let g = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        let (g, _) = self
+            .changed
+            .wait_timeout_while(g, timeout, |s| s.is_none())
+            .unwrap_or_else(|p| p.into_inner());
+        *g
+    }
+}
+
+/// A started worker with both lanes connected.
+pub struct WorkerProcess {
+    name: String,
+    pid: i32,
+    generation: u64,
+    pidfd: Arc<OwnedFd>,
+    call: Arc<CallLane>,
+    control: Arc<ControlLane>,
+    exit: Arc<ExitState>,
+    stderr_tail: Arc<Tail>,
+    hello: Hello,
+}
+
+impl WorkerProcess {
+    /// Starts a worker and completes the handshake on both lanes.
+    pub fn spawn(
+        spec: &WorkerSpec,
+        generation: u64,
+        sink: Arc<dyn OutputSink>,
+    ) -> Result<WorkerProcess, SpawnError> {
+        let sockdir = SocketDir::create()?;
+        let mut token = [0u8; airlock_wire::TOKEN_LEN];
+        rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty())
+            .map_err(|e| SpawnError::SocketDir(e.into()))?;
+        let token = Token(token);
+
+        let (log_r, log_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| SpawnError::SocketDir(e.into()))?;
+        let mut cmd = Command::new(&spec.python);
+        cmd.args(&spec.args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .env("AIRLOCK_SOCKET", &sockdir.socket)
+            .env("AIRLOCK_NAME", &spec.name)
+            .env("AIRLOCK_LOG_FD", LOG_FD.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if let Some(cwd) = &spec.cwd {
+            cmd.current_dir(cwd);
+        }
+        let log_raw = log_w.as_raw_fd();
+        // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if log_raw == LOG_FD {
+                    let flags = libc::fcntl(LOG_FD, libc::F_GETFD);
+                    libc::fcntl(LOG_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+                } else if libc::dup2(log_raw, LOG_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(|source| SpawnError::Exec {
+            python: spec.python.display().to_string(),
+            source,
+        })?;
+        drop(log_w);
+        let pid = child.id() as i32;
+        let pidfd = rustix::process::pidfd_open(
+            Pid::from_raw(pid).expect("a child pid is positive"),
+            PidfdFlags::empty(),
+        )
+        .map(Arc::new);
+        let stderr_tail = Arc::new(Tail::default());
+        if let Some(out) = child.stdout.take() {
+            forward(spec.name.clone(), Stream::Stdout, out, sink.clone(), None);
+        }
+        if let Some(err) = child.stderr.take() {
+            forward(
+                spec.name.clone(),
+                Stream::Stderr,
+                err,
+                sink.clone(),
+                Some(stderr_tail.clone()),
+            );
+        }
+        forward(
+            spec.name.clone(),
+            Stream::Log {
+                level: 0,
+                logger: String::new(),
+            },
+            std::fs::File::from(log_r),
+            sink,
+            None,
+        );
+        // The token goes over the worker's stdin, never its environment or argv (both readable
+        // by other processes of the same user).
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = writeln!(stdin, "{}", hex(&token.0));
+        }
+        // `child` is dropped without waiting: from here the pidfd owns the process's end.
+        drop(child);
+
+        let kill_now = |pidfd: &Result<Arc<OwnedFd>, _>| {
+            if let Ok(fd) = pidfd {
+                let _ = rustix::process::pidfd_send_signal(fd.as_ref(), Signal::KILL);
+            }
+            if let Some(p) = Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process_group(p, Signal::KILL);
+            }
+        };
+        let pidfd = match pidfd {
+            Ok(fd) => fd,
+            Err(e) => {
+                kill_now(&Err::<Arc<OwnedFd>, ()>(()));
+                return Err(SpawnError::SocketDir(e.into()));
+            }
+        };
+        let accepted = accept_lanes(&sockdir, &pidfd, pid, &token, spec.connect_timeout);
+        drop(sockdir);
+        let (call, control, hello) = match accepted {
+            Ok(lanes) => lanes,
+            Err(e) => {
+                kill_now(&Ok(pidfd.clone()));
+                return Err(match e {
+                    Accept::Exited => SpawnError::ExitedEarly {
+                        status: reap(&pidfd),
+                        stderr_tail: stderr_tail.snapshot(Duration::from_millis(500)),
+                    },
+                    Accept::Timeout => {
+                        let _ = reap(&pidfd);
+                        SpawnError::Timeout {
+                            secs: spec.connect_timeout.as_secs_f64(),
+                            stderr_tail: stderr_tail.snapshot(Duration::from_millis(200)),
+                        }
+                    }
+                    Accept::Failed(e) => {
+                        let _ = reap(&pidfd);
+                        e
+                    }
+                });
+            }
+        };
+        let welcome = Message::Welcome {
+            generation,
+            name: spec.name.clone(),
+        };
+        let call = Arc::new(CallLane::from_framed(call, Side::Host, spec.pool.clone()));
+        let control = Arc::new(ControlLane::from_framed(control));
+        let welcomed = control
+            .send(&welcome)
+            .and_then(|_| call.send(&welcome));
+        if let Err(e) = welcomed {
+            kill_now(&Ok(pidfd.clone()));
+            let _ = reap(&pidfd);
+            return Err(SpawnError::Lane(e));
+        }
+
+        let exit = Arc::new(ExitState::default());
+        start_reaper(&spec.name, pidfd.clone(), exit.clone(), call.clone(), control.clone());
+        Ok(WorkerProcess {
+            name: spec.name.clone(),
+            pid,
+            generation,
+            pidfd,
+            call,
+            control,
+            exit,
+            stderr_tail,
+            hello,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// What the worker said about itself (Python, torch and numpy versions).
+    pub fn hello(&self) -> &Hello {
+        &self.hello
+    }
+
+    pub fn call_lane(&self) -> &Arc<CallLane> {
+        &self.call
+    }
+
+    /// `None` while running.
+    pub fn exit_status(&self) -> Option<ExitDescription> {
+        *self.exit.status.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.exit_status().is_none()
+    }
+
+    /// Waits up to `timeout` for the worker to exit.
+    pub fn wait_exit(&self, timeout: Duration) -> Option<ExitDescription> {
+        self.exit.wait(timeout)
+    }
+
+    /// Round trip on the control lane, answered by the worker without its Python thread, so it
+    /// works while a call is running.
+    pub fn ping(&self, timeout: Duration) -> Result<Duration, LaneError> {
+        let seq = Instant::now().elapsed().as_nanos() as u64 ^ self.pid as u64;
+        let start = Instant::now();
+        self.control.send(&Message::Ping { seq })?;
+        loop {
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(LaneError::Io(std::io::ErrorKind::TimedOut.into()));
+            }
+            match self.control.recv_timeout(left)? {
+                Some(Message::Pong { seq: s }) if s == seq => return Ok(start.elapsed()),
+                Some(_) => continue,
+                None => return Err(LaneError::Closed),
+            }
+        }
+    }
+
+    /// The error for a caller whose lane broke: waits briefly for the exit status and the
+    /// last of stderr, so the message says what happened.
+    pub fn died(&self, during: &str) -> WorkerDied {
+        let status = self
+            .exit
+            .wait(Duration::from_millis(100))
+            .unwrap_or(ExitDescription::Unknown);
+        WorkerDied {
+            name: self.name.clone(),
+            pid: self.pid,
+            generation: self.generation,
+            during: during.to_owned(),
+            status,
+            stderr_tail: self.stderr_tail.snapshot(Duration::from_millis(50)),
+        }
+    }
+
+    /// Asks the worker to finish and exit; kills its process group if it has not exited
+    /// within `grace`.
+    pub fn shutdown(&self, grace: Duration) -> ExitDescription {
+        if self.is_alive() {
+            let _ = self.call.send(&Message::Shutdown);
+            if let Some(s) = self.exit.wait(grace) {
+                self.kill_group();
+                return s;
+            }
+        }
+        self.kill();
+        self.exit
+            .wait(Duration::from_secs(2))
+            .unwrap_or(ExitDescription::Unknown)
+    }
+
+    /// SIGKILL to the worker and everything it forked.
+    pub fn kill(&self) {
+        let _ = rustix::process::pidfd_send_signal(self.pidfd.as_ref(), Signal::KILL);
+        self.kill_group();
+    }
+
+    fn kill_group(&self) {
+        if let Some(p) = Pid::from_raw(self.pid) {
+            let _ = rustix::process::kill_process_group(p, Signal::KILL);
+        }
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        if self.is_alive() {
+            self.kill();
+            let _ = self.exit.wait(Duration::from_secs(2));
+        } else {
+            self.kill_group();
+        }
+    }
+}
+
+enum Accept {
+    Exited,
+    Timeout,
+    Failed(SpawnError),
+}
+
+impl From<SpawnError> for Accept {
+    fn from(e: SpawnError) -> Self {
+        Accept::Failed(e)
+    }
+}
+
+/// Accepts the call and control lanes, in either order, from the process we spawned.
+fn accept_lanes(
+    sd: &SocketDir,
+    pidfd: &OwnedFd,
+    pid: i32,
+    token: &Token,
+    timeout: Duration,
+) -> Result<(Framed, Framed, Hello), Accept> {
+    let deadline = Instant::now() + timeout;
+    let (mut call, mut control, mut hello) = (None, None, None);
+    while call.is_none() || control.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Accept::Timeout);
+        }
+        let ts = rustix::event::Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: left.subsec_nanos() as i64,
+        };
+        let mut fds = [
+            PollFd::new(&sd.listener, PollFlags::IN),
+            PollFd::new(pidfd, PollFlags::IN),
+        ];
+        match rustix::event::poll(&mut fds, Some(&ts)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(SpawnError::SocketDir(e.into()).into()),
+        }
+        if !fds[1].revents().is_empty() {
+            return Err(Accept::Exited);
+        }
+        let (sock, _) = match sd.listener.accept() {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(SpawnError::SocketDir(e).into()),
+        };
+        sock.set_nonblocking(false)
+            .map_err(|e| SpawnError::Lane(e.into()))?;
+        let cred = rustix::net::sockopt::socket_peercred(&sock)
+            .map_err(|e| SpawnError::Lane(std::io::Error::from(e).into()))?;
+        let (uid, peer_pid) = (cred.uid.as_raw(), cred.pid.as_raw_nonzero().get());
+        if uid != rustix::process::getuid().as_raw() || peer_pid != pid {
+            // Not the process we started: refuse loudly rather than talk to it.
+            return Err(SpawnError::ForeignPeer {
+                uid,
+                pid: peer_pid,
+                expected: pid,
+            }
+            .into());
+        }
+        sock.set_read_timeout(Some(left.max(Duration::from_millis(10))))
+            .map_err(|e| SpawnError::Lane(e.into()))?;
+        let framed = Framed::new(sock);
+        let h = match recv_one(&framed).map_err(SpawnError::Lane)? {
+            Message::Hello(h) => h,
+            other => {
+                return Err(SpawnError::Lane(LaneError::Protocol(format!(
+                    "expected Hello, got {}",
+                    variant_name(&other)
+                )))
+                .into());
+            }
+        };
+        let lane = h.lane;
+        let check = h.check(token, lane);
+        if let Err(e) = check {
+            let _ = framed.send_one(&Message::Reject {
+                reason: e.to_string(),
+            });
+            return Err(SpawnError::Handshake(e).into());
+        }
+        if h.pid as i32 != pid {
+            let e = airlock_wire::HandshakeError::PidMismatch {
+                claimed: h.pid,
+                actual: pid as u32,
+            };
+            return Err(SpawnError::Handshake(e).into());
+        }
+        framed
+            .set_read_timeout(None)
+            .map_err(|e| SpawnError::Lane(e.into()))?;
+        let slot = match lane {
+            Lane::Call => &mut call,
+            Lane::Control => &mut control,
+        };
+        if slot.is_some() {
+            return Err(SpawnError::Lane(LaneError::Protocol(format!(
+                "{lane:?} lane opened twice"
+            )))
+            .into());
+        }
+        *slot = Some(framed);
+        hello.get_or_insert(h);
+    }
+    match (call, control, hello) {
+        (Some(a), Some(b), Some(h)) => Ok((a, b, h)),
+        _ => Err(Accept::Timeout),
+    }
+}
+
+pub(crate) fn variant_name(m: &Message) -> &'static str {
+    match m {
+        Message::Hello(_) => "Hello",
+        Message::Welcome { .. } => "Welcome",
+        Message::Reject { .. } => "Reject",
+        Message::Call { .. } => "Call",
+        Message::Reply { .. } => "Reply",
+        Message::Error { .. } => "Error",
+        Message::Segment { .. } => "Segment",
+        Message::Retire { .. } => "Retire",
+        Message::Release { .. } => "Release",
+        Message::Ping { .. } => "Ping",
+        Message::Pong { .. } => "Pong",
+        Message::Shutdown => "Shutdown",
+    }
+}
+
+/// Blocks until the process behind `pidfd` exits and says how.
+fn reap(pidfd: &OwnedFd) -> ExitDescription {
+    loop {
+        match rustix::process::waitid(WaitId::PidFd(pidfd.as_fd()), WaitIdOptions::EXITED) {
+            Ok(Some(st)) => {
+                return if let Some(sig) = st.terminating_signal() {
+                    ExitDescription::Signal(sig)
+                } else if let Some(code) = st.exit_status() {
+                    ExitDescription::Code(code)
+                } else {
+                    ExitDescription::Unknown
+                };
+            }
+            Err(rustix::io::Errno::INTR) | Ok(None) => continue,
+            Err(_) => return ExitDescription::Unknown,
+        }
+    }
+}
+
+fn start_reaper(
+    name: &str,
+    pidfd: Arc<OwnedFd>,
+    exit: Arc<ExitState>,
+    call: Arc<CallLane>,
+    control: Arc<ControlLane>,
+) {
+    let run = move || {
+        let status = reap(&pidfd);
+        // Wake anyone blocked on a lane; they will find the status set.
+        *exit.status.lock().unwrap_or_else(|p| p.into_inner()) = Some(status);
+        call.shutdown();
+        control.shutdown();
+        call.peer_gone();
+        exit.changed.notify_all();
+    };
+    let _ = std::thread::Builder::new()
+        .name(format!("airlock-reap-{name}"))
+        .spawn(run);
+}

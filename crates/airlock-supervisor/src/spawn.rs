@@ -1,0 +1,96 @@
+//! What a worker is started from, and the private directory its sockets live in.
+
+use std::ffi::OsString;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use airlock_shm::PoolConfig;
+use rustix::fs::Mode;
+
+use crate::error::SpawnError;
+
+/// How to start one worker.
+#[derive(Debug, Clone)]
+pub struct WorkerSpec {
+    /// Shown in logs and errors.
+    pub name: String,
+    /// The interpreter (any CPython ≥ 3.10 that can load our abi3 module).
+    pub python: PathBuf,
+    /// Arguments after the interpreter, e.g. `["-m", "comfy_airlock.worker"]`.
+    pub args: Vec<OsString>,
+    /// The worker's whole environment; nothing of the host's is inherited unless listed here.
+    pub env: Vec<(OsString, OsString)>,
+    pub cwd: Option<PathBuf>,
+    /// How long the worker may take from exec to both lanes connected.
+    pub connect_timeout: Duration,
+    pub pool: PoolConfig,
+}
+
+/// A 0700 directory holding the listening socket for one handshake; removed on drop, which
+/// happens as soon as both lanes are connected, so nobody can connect afterwards.
+pub(crate) struct SocketDir {
+    dir: PathBuf,
+    pub socket: PathBuf,
+    pub listener: UnixListener,
+}
+
+impl SocketDir {
+    pub fn create() -> Result<SocketDir, SpawnError> {
+        let base = runtime_base();
+        let mut rnd = [0u8; 8];
+        rustix::rand::getrandom(&mut rnd, rustix::rand::GetRandomFlags::empty())
+            .map_err(|e| SpawnError::SocketDir(e.into()))?;
+        let dir = base.join(format!("airlock-{}-{}", std::process::id(), hex(&rnd)));
+        rustix::fs::mkdir(&dir, Mode::RWXU).map_err(|e| SpawnError::SocketDir(e.into()))?;
+        let socket = dir.join("s");
+        let listener = UnixListener::bind(&socket).map_err(SpawnError::SocketDir)?;
+        listener
+            .set_nonblocking(true)
+            .map_err(SpawnError::SocketDir)?;
+        Ok(SocketDir {
+            dir,
+            socket,
+            listener,
+        })
+    }
+}
+
+impl Drop for SocketDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// `$XDG_RUNTIME_DIR` when usable, else the temp dir; a socket path must fit in 108 bytes.
+fn runtime_base() -> PathBuf {
+    let fits = |p: &Path| p.is_dir() && p.as_os_str().len() < 70;
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
+        && fits(&d)
+    {
+        return d;
+    }
+    let t = std::env::temp_dir();
+    if fits(&t) { t } else { PathBuf::from("/tmp") }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn socket_dir_is_private_and_removed() {
+        let sd = SocketDir::create().unwrap();
+        let dir = sd.socket.parent().unwrap().to_owned();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        drop(sd);
+        assert!(!dir.exists());
+    }
+}

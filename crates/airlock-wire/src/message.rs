@@ -1,0 +1,77 @@
+//! The messages of both lanes.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::handshake::Hello;
+use crate::limits::MAX_RELEASES;
+use crate::value::Value;
+
+/// Which process created a shared-memory segment. Segment ids are per side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Side {
+    Host,
+    Worker,
+}
+
+/// A byte range of one segment: where a tensor's bytes lie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Region {
+    pub side: Side,
+    pub segment: u32,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// An exception raised in the worker, as the host needs it to re-raise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RemoteException {
+    /// `type(exc).__module__`, e.g. `builtins` or `torch`.
+    pub module: String,
+    /// `type(exc).__qualname__`.
+    pub qualname: String,
+    /// `str(exc)`.
+    pub message: String,
+    /// `exc.args` when they are plain values, else empty.
+    pub args: Value,
+    /// The worker's formatted traceback.
+    pub traceback: String,
+}
+
+/// One frame's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Message {
+    /// Worker → host, first frame of each lane.
+    Hello(Hello),
+    /// Host → worker: the hello was accepted.
+    Welcome { generation: u64, name: String },
+    /// Host → worker: the hello was refused, and why.
+    Reject { reason: String },
+    /// Run `target` (`"module:qualname"`) with these arguments.
+    Call {
+        id: u64,
+        target: String,
+        args: Value,
+        kwargs: Value,
+    },
+    /// The call `id` returned `value`.
+    Reply { id: u64, value: Value },
+    /// The call `id` raised.
+    Error { id: u64, error: RemoteException },
+    /// The sender created segment `id` of `len` bytes; its fd rides on this frame (SCM_RIGHTS).
+    Segment { id: u32, len: u64 },
+    /// The sender will never reference segment `id` again; the receiver drops its mapping.
+    Retire { id: u32 },
+    /// The sender no longer holds these regions (one entry per reference it was given).
+    Release {
+        #[serde(deserialize_with = "bounded_releases")]
+        regions: Vec<Region>,
+    },
+    Ping { seq: u64 },
+    Pong { seq: u64 },
+    /// Finish what is running, then exit.
+    Shutdown,
+}
+
+fn bounded_releases<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Region>, D::Error> {
+    crate::value::bounded_vec(d, MAX_RELEASES, "regions in one release")
+}

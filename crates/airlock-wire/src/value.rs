@@ -1,0 +1,482 @@
+//! Values that cross the boundary: a closed set of types, never pickle.
+//!
+//! On the wire a [`Value`] is a flat, prefix-ordered list of nodes in which containers carry
+//! their child count. Decoding that list needs no recursion, so a peer cannot overflow our stack
+//! with deep nesting, and the tree is rebuilt with an explicit stack bounded by
+//! [`MAX_VALUE_DEPTH`].
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{self, SeqAccess, Visitor};
+use serde::ser::{self, SerializeSeq};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::limits::{MAX_DIMS, MAX_VALUE_DEPTH, MAX_VALUE_NODES};
+use crate::message::Region;
+
+/// Whether the producer handed over a `torch.Tensor` or a `numpy.ndarray`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArrayKind {
+    Torch,
+    Numpy,
+}
+
+/// Element types a tensor may have. Names match torch's (`torch.float32` → `"float32"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DType {
+    Bool,
+    UInt8,
+    Int8,
+    Int16,
+    UInt16,
+    Int32,
+    UInt32,
+    Int64,
+    UInt64,
+    Float16,
+    BFloat16,
+    Float32,
+    Float64,
+    Complex64,
+    Complex128,
+    Float8E4M3Fn,
+    Float8E5M2,
+}
+
+impl DType {
+    pub const ALL: [DType; 17] = [
+        DType::Bool,
+        DType::UInt8,
+        DType::Int8,
+        DType::Int16,
+        DType::UInt16,
+        DType::Int32,
+        DType::UInt32,
+        DType::Int64,
+        DType::UInt64,
+        DType::Float16,
+        DType::BFloat16,
+        DType::Float32,
+        DType::Float64,
+        DType::Complex64,
+        DType::Complex128,
+        DType::Float8E4M3Fn,
+        DType::Float8E5M2,
+    ];
+
+    /// Bytes per element.
+    pub fn itemsize(self) -> u64 {
+        match self {
+            DType::Bool | DType::UInt8 | DType::Int8 => 1,
+            DType::Float8E4M3Fn | DType::Float8E5M2 => 1,
+            DType::Int16 | DType::UInt16 | DType::Float16 | DType::BFloat16 => 2,
+            DType::Int32 | DType::UInt32 | DType::Float32 => 4,
+            DType::Int64 | DType::UInt64 | DType::Float64 | DType::Complex64 => 8,
+            DType::Complex128 => 16,
+        }
+    }
+
+    /// torch's name for the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::UInt8 => "uint8",
+            DType::Int8 => "int8",
+            DType::Int16 => "int16",
+            DType::UInt16 => "uint16",
+            DType::Int32 => "int32",
+            DType::UInt32 => "uint32",
+            DType::Int64 => "int64",
+            DType::UInt64 => "uint64",
+            DType::Float16 => "float16",
+            DType::BFloat16 => "bfloat16",
+            DType::Float32 => "float32",
+            DType::Float64 => "float64",
+            DType::Complex64 => "complex64",
+            DType::Complex128 => "complex128",
+            DType::Float8E4M3Fn => "float8_e4m3fn",
+            DType::Float8E5M2 => "float8_e5m2",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+/// Where a tensor's bytes are and how to read them.
+///
+/// `strides` are in elements. The bytes of the elements lie in `region` from its start; a
+/// tensor of zero bytes has no region.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TensorDesc {
+    pub kind: ArrayKind,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub strides: Vec<i64>,
+    pub region: Option<Region>,
+    /// The producer's device, e.g. `"cpu"` or `"cuda:0"`.
+    pub device: String,
+}
+
+impl TensorDesc {
+    /// Checks what a decoder can check without the segment: dims within bounds, shape and
+    /// strides agreeing, and every element inside the region.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.shape.len() > MAX_DIMS {
+            return Err(format!("tensor has {} dims, limit {MAX_DIMS}", self.shape.len()));
+        }
+        if self.shape.len() != self.strides.len() {
+            return Err("tensor shape and strides differ in length".into());
+        }
+        let mut numel: u64 = 1;
+        let mut last: u64 = 0;
+        for (&n, &s) in self.shape.iter().zip(&self.strides) {
+            numel = numel.checked_mul(n).ok_or("tensor element count overflows")?;
+            if s < 0 {
+                return Err("negative tensor stride".into());
+            }
+            if n > 0 {
+                let reach = (n - 1).checked_mul(s as u64).ok_or("tensor stride overflows")?;
+                last = last.checked_add(reach).ok_or("tensor stride overflows")?;
+            }
+        }
+        let needed = if numel == 0 {
+            0
+        } else {
+            (last + 1)
+                .checked_mul(self.dtype.itemsize())
+                .ok_or("tensor byte size overflows")?
+        };
+        match (&self.region, needed) {
+            (None, 0) => Ok(()),
+            (None, _) => Err("tensor with elements has no region".into()),
+            (Some(r), n) if r.len < n => Err(format!(
+                "tensor needs {n} bytes but its region holds {}",
+                r.len
+            )),
+            (Some(_), _) => Ok(()),
+        }
+    }
+}
+
+/// A value crossing the boundary.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// An integer beyond `i64`, as decimal text.
+    BigInt(String),
+    Float(f64),
+    Str(String),
+    Bytes(Vec<u8>),
+    List(Vec<Value>),
+    Tuple(Vec<Value>),
+    /// Key/value pairs in insertion order; keys may be any value.
+    Dict(Vec<(Value, Value)>),
+    Tensor(TensorDesc),
+    /// A value of a type registered as a codec on both sides: the codec's name and its payload.
+    Ext(String, Box<Value>),
+}
+
+/// One node of the flat encoding.
+#[derive(Serialize, Deserialize)]
+enum Node {
+    None,
+    Bool(bool),
+    Int(i64),
+    BigInt(String),
+    Float(f64),
+    Str(String),
+    Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
+    List(u32),
+    Tuple(u32),
+    Dict(u32),
+    Tensor(TensorDesc),
+    Ext(String),
+}
+
+/// The same node borrowed from a [`Value`] being encoded; serializes exactly as [`Node`].
+#[derive(Serialize)]
+#[serde(rename = "Node")]
+enum NodeRef<'a> {
+    None,
+    Bool(bool),
+    Int(i64),
+    BigInt(&'a str),
+    Float(f64),
+    Str(&'a str),
+    Bytes(#[serde(with = "serde_bytes")] &'a [u8]),
+    List(u32),
+    Tuple(u32),
+    Dict(u32),
+    Tensor(&'a TensorDesc),
+    Ext(&'a str),
+}
+
+/// Whether `s` is an integer in decimal: an optional `-`, then one or more ASCII digits.
+fn is_decimal(s: &str) -> bool {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn count(n: usize) -> Result<u32, String> {
+    u32::try_from(n).map_err(|_| format!("container of {n} items is too large"))
+}
+
+/// Flattens `value` in prefix order, checking the limits a peer will enforce.
+fn flatten(value: &Value) -> Result<Vec<NodeRef<'_>>, String> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(&Value, usize)> = vec![(value, 0)];
+    while let Some((v, depth)) = stack.pop() {
+        if depth > MAX_VALUE_DEPTH {
+            return Err(format!("value nests deeper than {MAX_VALUE_DEPTH}"));
+        }
+        if out.len() >= MAX_VALUE_NODES {
+            return Err(format!("value has more than {MAX_VALUE_NODES} items"));
+        }
+        let d = depth + 1;
+        out.push(match v {
+            Value::None => NodeRef::None,
+            Value::Bool(b) => NodeRef::Bool(*b),
+            Value::Int(i) => NodeRef::Int(*i),
+            Value::BigInt(s) => {
+                if !is_decimal(s) {
+                    return Err("big integer is not decimal digits".into());
+                }
+                NodeRef::BigInt(s)
+            }
+            Value::Float(f) => NodeRef::Float(*f),
+            Value::Str(s) => NodeRef::Str(s),
+            Value::Bytes(b) => NodeRef::Bytes(b),
+            Value::Tensor(t) => {
+                t.validate()?;
+                NodeRef::Tensor(t)
+            }
+            Value::List(items) => {
+                stack.extend(items.iter().rev().map(|v| (v, d)));
+                NodeRef::List(count(items.len())?)
+            }
+            Value::Tuple(items) => {
+                stack.extend(items.iter().rev().map(|v| (v, d)));
+                NodeRef::Tuple(count(items.len())?)
+            }
+            Value::Dict(pairs) => {
+                for (k, v) in pairs.iter().rev() {
+                    stack.push((v, d));
+                    stack.push((k, d));
+                }
+                NodeRef::Dict(count(pairs.len())?)
+            }
+            Value::Ext(name, inner) => {
+                stack.push((inner, d));
+                NodeRef::Ext(name)
+            }
+        });
+    }
+    Ok(out)
+}
+
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let nodes = flatten(self).map_err(ser::Error::custom)?;
+        let mut seq = s.serialize_seq(Some(nodes.len()))?;
+        for n in &nodes {
+            seq.serialize_element(n)?;
+        }
+        seq.end()
+    }
+}
+
+/// A container being rebuilt: what it becomes and how many children it still awaits.
+enum Open {
+    List(Vec<Value>, usize),
+    Tuple(Vec<Value>, usize),
+    Dict(Vec<(Value, Value)>, Option<Value>, usize),
+    Ext(String, Option<Box<Value>>),
+}
+
+impl Open {
+    /// Adds a finished child; true once the container has all its children.
+    fn push(&mut self, child: Value) -> bool {
+        match self {
+            Open::List(items, left) | Open::Tuple(items, left) => {
+                items.push(child);
+                *left -= 1;
+                *left == 0
+            }
+            Open::Dict(pairs, key, left) => match key.take() {
+                None => {
+                    *key = Some(child);
+                    false
+                }
+                Some(k) => {
+                    pairs.push((k, child));
+                    *left -= 1;
+                    *left == 0
+                }
+            },
+            Open::Ext(_, payload) => {
+                *payload = Some(Box::new(child));
+                true
+            }
+        }
+    }
+
+    fn finish(self) -> Value {
+        match self {
+            Open::List(items, _) => Value::List(items),
+            Open::Tuple(items, _) => Value::Tuple(items),
+            Open::Dict(pairs, _, _) => Value::Dict(pairs),
+            Open::Ext(name, payload) => Value::Ext(name, payload.unwrap_or_default()),
+        }
+    }
+}
+
+impl Default for Value {
+    fn default() -> Self {
+        Value::None
+    }
+}
+
+/// Rebuilds the tree from prefix-ordered nodes without recursion.
+fn unflatten(nodes: Vec<Node>) -> Result<Value, String> {
+    let total = nodes.len();
+    let mut it = nodes.into_iter();
+    let mut stack: Vec<Open> = Vec::new();
+    // Child nodes that the open containers still await, all together. Each needs at least one
+    // node, so this never exceeds the nodes that follow; that bounds the capacity reserved
+    // for all open containers at once by the node count, whatever their claims say.
+    let mut owed: usize = 0;
+    loop {
+        let node = it.next().ok_or("value ends before its containers are full")?;
+        if !stack.is_empty() {
+            // Every open container awaits at least one child, so `owed` is positive here.
+            owed = owed.saturating_sub(1);
+        }
+        let mut done = match node {
+            Node::None => Value::None,
+            Node::Bool(b) => Value::Bool(b),
+            Node::Int(i) => Value::Int(i),
+            Node::BigInt(s) => {
+                if !is_decimal(&s) {
+                    return Err("big integer is not decimal digits".into());
+                }
+                Value::BigInt(s)
+            }
+            Node::Float(f) => Value::Float(f),
+            Node::Str(s) => Value::Str(s),
+            Node::Bytes(b) => Value::Bytes(b),
+            Node::Tensor(t) => {
+                t.validate()?;
+                Value::Tensor(t)
+            }
+            Node::List(0) => Value::List(Vec::new()),
+            Node::Tuple(0) => Value::Tuple(Vec::new()),
+            Node::Dict(0) => Value::Dict(Vec::new()),
+            container => {
+                if stack.len() >= MAX_VALUE_DEPTH {
+                    return Err(format!("value nests deeper than {MAX_VALUE_DEPTH}"));
+                }
+                let (claimed, slots) = match container {
+                    Node::List(n) | Node::Tuple(n) => (n as usize, n as usize),
+                    Node::Dict(n) => (n as usize, 2 * n as usize),
+                    _ => (1, 1),
+                };
+                // Children follow this node, so the nodes left bound what all open containers
+                // can honestly await; a larger claim is a lie and must not size an allocation.
+                owed = owed
+                    .checked_add(slots)
+                    .filter(|&o| o <= it.len())
+                    .ok_or_else(|| {
+                        format!(
+                            "containers await more items than the {} nodes that follow",
+                            it.len()
+                        )
+                    })?;
+                let open = match container {
+                    Node::List(_) => Open::List(Vec::with_capacity(claimed), claimed),
+                    Node::Tuple(_) => Open::Tuple(Vec::with_capacity(claimed), claimed),
+                    Node::Dict(_) => Open::Dict(Vec::with_capacity(claimed), None, claimed),
+                    Node::Ext(name) => Open::Ext(name, None),
+                    _ => return Err("leaf node in container position".into()),
+                };
+                stack.push(open);
+                continue;
+            }
+        };
+        loop {
+            let Some(top) = stack.last_mut() else {
+                if it.len() > 0 {
+                    return Err(format!(
+                        "{} nodes follow a complete value of {}",
+                        it.len(),
+                        total - it.len()
+                    ));
+                }
+                return Ok(done);
+            };
+            if !top.push(done) {
+                break;
+            }
+            done = match stack.pop() {
+                Some(open) => open.finish(),
+                None => return Err("container stack underflow".into()),
+            };
+        }
+    }
+}
+
+/// Deserializes a sequence, refusing more than `max` elements and never trusting the
+/// peer's length for a pre-allocation beyond that.
+pub(crate) fn bounded_vec<'de, D, T>(d: D, max: usize, what: &'static str) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct V<T> {
+        max: usize,
+        what: &'static str,
+        _t: PhantomData<T>,
+    }
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "a sequence of at most {} {}", self.max, self.what)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let hint = seq.size_hint().unwrap_or(0);
+            if hint > self.max {
+                return Err(de::Error::custom(format!(
+                    "{} {} exceed the limit of {}",
+                    hint, self.what, self.max
+                )));
+            }
+            let mut out = Vec::with_capacity(hint.min(4096));
+            while let Some(x) = seq.next_element()? {
+                if out.len() == self.max {
+                    return Err(de::Error::custom(format!(
+                        "more than {} {}",
+                        self.max, self.what
+                    )));
+                }
+                out.push(x);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(V {
+        max,
+        what,
+        _t: PhantomData,
+    })
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        let nodes: Vec<Node> = bounded_vec(d, MAX_VALUE_NODES, "value nodes")?;
+        unflatten(nodes).map_err(de::Error::custom)
+    }
+}

@@ -1,0 +1,33 @@
+"""comfy-airlock: process isolation for ComfyUI custom node packs.
+
+The core is the Rust extension ``comfy_airlock._native``; this package re-exports it with a
+thin, typed Python layer. Importing it installs the value codec (tensors, arrays, codecs).
+"""
+
+from comfy_airlock import values as _values  # installs the codec hooks
+from comfy_airlock._native import (
+    PROTOCOL_VERSION,
+    AirlockError,
+    HandshakeError,
+    ProtocolError,
+    RemoteError,
+    SpawnError,
+    WorkerDied,
+)
+from comfy_airlock.supervisor import Worker
+from comfy_airlock.values import Codec, register_codec
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "AirlockError",
+    "Codec",
+    "HandshakeError",
+    "ProtocolError",
+    "RemoteError",
+    "SpawnError",
+    "Worker",
+    "WorkerDied",
+    "register_codec",
+]
+
+del _values

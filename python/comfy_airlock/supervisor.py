@@ -1,0 +1,114 @@
+"""The host's API for worker processes: :class:`Worker`."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from comfy_airlock import _native
+from comfy_airlock._runtime import runtime_dir
+
+# Variables of the host that would make another interpreter load the wrong stdlib or packages.
+_STRIP = ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONEXECUTABLE", "__PYVENV_LAUNCHER__")
+
+
+class Worker:
+    """A persistent worker process running another Python interpreter.
+
+    ``python`` is the interpreter (e.g. a venv's ``bin/python``, any CPython >= 3.10). Our
+    runtime is put on its path from a private copy of this package; ``sys_path`` entries follow
+    it. ``env`` is the worker's whole environment (default: the host's). The process starts
+    at once and is started again, as a new generation, on the first call after it dies.
+
+    >>> with Worker("/usr/bin/python3") as w:  # doctest: +SKIP
+    ...     w.call("math:sqrt", 2.0)
+    1.4142135623730951
+    """
+
+    def __init__(
+        self,
+        python: str | os.PathLike[str],
+        *,
+        sys_path: Iterable[str | os.PathLike[str]] = (),
+        env: Mapping[str, str] | None = None,
+        name: str | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        connect_timeout: float = 60.0,
+    ) -> None:
+        python = os.fspath(python)
+        if not os.access(python, os.X_OK):
+            raise _native.SpawnError(f"worker interpreter {python!r} is not an executable file")
+        if name is None:
+            name = Path(python).resolve().parent.parent.name or "worker"
+        environ = dict(os.environ if env is None else env)
+        for k in _STRIP:
+            environ.pop(k, None)
+        path = [runtime_dir(), *(os.fspath(p) for p in sys_path)]
+        environ["PYTHONPATH"] = os.pathsep.join(path)
+        environ["PYTHONUNBUFFERED"] = "1"
+        environ["AIRLOCK_LOG_LEVEL"] = str(logging.getLogger().getEffectiveLevel())
+        self._native = _native.Worker(
+            name,
+            python,
+            ["-m", "comfy_airlock.worker"],
+            sorted(environ.items()),
+            os.fspath(cwd) if cwd is not None else None,
+            connect_timeout,
+        )
+
+    def call(self, target: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Runs ``target`` (``"module:qualname"``, importable in the worker) and returns its
+        result. An exception in the worker is raised here with the worker's traceback."""
+        return self._native.call(target, args, kwargs)
+
+    @property
+    def name(self) -> str:
+        return self._native.name
+
+    @property
+    def pid(self) -> int | None:
+        """Pid of the current process; None between a death and the next call."""
+        return self._native.pid
+
+    @property
+    def generation(self) -> int:
+        """Starts at 1 and is bumped on every (re)spawn."""
+        return self._native.generation
+
+    @property
+    def alive(self) -> bool:
+        return self._native.alive
+
+    @property
+    def lane(self) -> _native.Lane | None:
+        """The current call lane (pool statistics for leak checks)."""
+        return self._native.lane
+
+    def info(self) -> dict[str, Any] | None:
+        """What the worker reported at its handshake: pid, generation, Python, torch, numpy."""
+        return self._native.info()
+
+    def ping(self, timeout: float = 5.0) -> float:
+        """Control-lane round trip in seconds; answered even while a call is running."""
+        return self._native.ping(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the current process (the next call starts a new generation)."""
+        self._native.kill()
+
+    def close(self, grace: float = 5.0) -> str | None:
+        """Asks the worker to exit, waits ``grace`` seconds, then kills it. Returns how it
+        ended. Idempotent."""
+        return self._native.close(grace)
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Worker {self.name!r} pid={self.pid} generation={self.generation}>"

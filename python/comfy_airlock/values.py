@@ -1,0 +1,394 @@
+"""Values that cross the process boundary, and how to add more.
+
+Builtins (None, bool, int, float, str, bytes, list, tuple, dict) are encoded by the Rust core.
+This module handles the rest:
+
+- **torch tensors and numpy arrays** are copied once into a shared-memory region of the
+  sender's pool and arrive as zero-copy views of that region. Dense layouts (contiguous,
+  channels-last, any permutation) keep their strides; other views (slices with gaps,
+  broadcasts) arrive contiguous with the same values. The region is released back to the
+  sender when the last view of it dies.
+- A worker without torch receives tensors as numpy arrays. numpy has no bfloat16 or float8:
+  those arrive as ``ml_dtypes`` arrays when ``ml_dtypes`` is installed, else as raw ``uint16`` /
+  ``uint8`` bit patterns (a warning says so once).
+- **Codecs** (:func:`register_codec`) turn other types into encodable values. Both sides must
+  register the same codec name. Nothing is ever pickled.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import importlib
+import logging
+import mmap
+import os
+import sys
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from comfy_airlock import _native
+
+log = logging.getLogger("comfy_airlock")
+
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Turns instances of ``type`` into an encodable value and back."""
+
+    name: str
+    type: type
+    encode: Callable[[Any], Any]
+    decode: Callable[[Any], Any]
+
+
+_BY_TYPE: dict[type, Codec] = {}
+_BY_NAME: dict[str, Codec] = {}
+
+
+def register_codec(
+    name: str, type_: type, encode: Callable[[Any], Any], decode: Callable[[Any], Any]
+) -> Codec:
+    """Registers a codec for exactly ``type_`` (not subclasses). ``encode(obj)`` returns any
+    value that can cross (builtins, tensors, other codecs' types); ``decode(value)`` rebuilds
+    the object on the other side, where a codec of the same ``name`` must be registered."""
+    codec = Codec(name, type_, encode, decode)
+    _BY_TYPE[type_] = codec
+    _BY_NAME[name] = codec
+    return codec
+
+
+# --- dtypes ---------------------------------------------------------------------------------
+
+_TORCH_NAMES = (
+    "bool uint8 int8 int16 uint16 int32 uint32 int64 uint64 float16 bfloat16 float32 float64 "
+    "complex64 complex128 float8_e4m3fn float8_e5m2"
+).split()
+
+_NUMPY_NAMES = {
+    "bool": "bool",
+    "uint8": "uint8",
+    "int8": "int8",
+    "int16": "int16",
+    "uint16": "uint16",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "float16": "float16",
+    "float32": "float32",
+    "float64": "float64",
+    "complex64": "complex64",
+    "complex128": "complex128",
+}
+# Types numpy lacks: ml_dtypes' name, and the raw type of the same width.
+_NUMPY_EXOTIC = {
+    "bfloat16": ("bfloat16", "uint16"),
+    "float8_e4m3fn": ("float8_e4m3fn", "uint8"),
+    "float8_e5m2": ("float8_e5m2", "uint8"),
+}
+_warned_raw: set[str] = set()
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def _numpy():
+    np = sys.modules.get("numpy")
+    if np is None:
+        try:
+            np = importlib.import_module("numpy")
+        except ImportError:
+            return None
+    return np
+
+
+def _import_torch():
+    t = sys.modules.get("torch")
+    if t is None:
+        try:
+            t = importlib.import_module("torch")
+        except ImportError:
+            return None
+    return t
+
+
+def _numpy_dtype(np, name: str):
+    if name in _NUMPY_NAMES:
+        return np.dtype(_NUMPY_NAMES[name])
+    ml_name, raw = _NUMPY_EXOTIC[name]
+    try:
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, ml_name))
+    except (ImportError, AttributeError):
+        if name not in _warned_raw:
+            _warned_raw.add(name)
+            log.warning(
+                "numpy has no %s and ml_dtypes is not installed: %s tensors arrive as raw %s "
+                "bit patterns",
+                name,
+                name,
+                raw,
+            )
+        return np.dtype(raw)
+
+
+def _numpy_name(dtype) -> str:
+    if dtype.kind in "biufc" and dtype.name in _NUMPY_NAMES:
+        return dtype.name
+    if dtype.name in _NUMPY_EXOTIC:  # ml_dtypes types carry their own names
+        return dtype.name
+    raise TypeError(f"numpy arrays of dtype {dtype} cannot cross the boundary")
+
+
+# --- layout ---------------------------------------------------------------------------------
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _is_dense(shape, strides) -> bool:
+    """True when the elements exactly fill a block of memory in some dimension order (any
+    permutation of a contiguous layout, e.g. channels-last)."""
+    expected = 1
+    for stride, n in sorted((s, n) for n, s in zip(shape, strides, strict=True) if n != 1):
+        if stride != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _span(shape, strides) -> int:
+    return 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True))
+
+
+# --- mappings -------------------------------------------------------------------------------
+
+
+def _mapping(lane, side: int, segment: int) -> mmap.mmap:
+    maps = lane.mappings
+    mm = maps.get((side, segment))
+    if mm is None:
+        for key in lane.take_unmapped():
+            maps.pop(key, None)  # views keep their mapping alive until they die
+        fd, size = lane.segment_fd(side, segment)
+        try:
+            mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE)
+        finally:
+            os.close(fd)
+        maps[(side, segment)] = mm
+    return mm
+
+
+def _region_buffer(lane, region) -> ctypes.Array:
+    side, segment, offset, nbytes = region
+    mm = _mapping(lane, side, segment)
+    return (ctypes.c_char * nbytes).from_buffer(mm, offset)
+
+
+# --- encoding -------------------------------------------------------------------------------
+
+
+def encode_other(lane, obj):
+    """Called by the core for any value that is not an exact builtin."""
+    codec = _BY_TYPE.get(type(obj))
+    if codec is not None:
+        return ("x", codec.name, codec.encode(obj))
+    torch = _torch()
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return _encode_torch(lane, torch, obj)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(obj, np.ndarray):
+            return _encode_numpy(lane, np, obj)
+        if isinstance(obj, np.generic):
+            return ("p", obj.item())
+    for base in (int, float, str, bytes):
+        if isinstance(obj, base):
+            return ("p", base(obj))
+    for base in (list, tuple, dict):
+        if isinstance(obj, base):
+            return ("p", base(obj))
+    t = type(obj)
+    raise TypeError(
+        f"cannot send a {t.__module__}.{t.__qualname__} across the process boundary: "
+        "no codec is registered for it (comfy_airlock.register_codec), and pickle is not used"
+    )
+
+
+def _encode_torch(lane, torch, t):
+    t = t.detach()
+    if t.layout != torch.strided:
+        raise TypeError(f"tensors with layout {t.layout} cannot cross the boundary")
+    device = str(t.device)
+    if t.device.type != "cpu":
+        t = t.cpu()
+    dtype = str(t.dtype).removeprefix("torch.")
+    if dtype not in _TORCH_NAMES:
+        raise TypeError(f"tensors of dtype {t.dtype} cannot cross the boundary")
+    shape = tuple(t.shape)
+    if t.numel() == 0:
+        return ("t", "torch", dtype, shape, _contiguous_strides(shape), None, device)
+    strides = tuple(t.stride())
+    if not _is_dense(shape, strides):
+        strides = _contiguous_strides(shape)
+    span = _span(shape, strides)
+    region = lane.alloc(span * t.element_size())
+    try:
+        dst = torch.frombuffer(_region_buffer(lane, region), dtype=t.dtype, count=span)
+        dst.as_strided(shape, strides).copy_(t)
+    except BaseException:
+        lane.unalloc(*region)
+        raise
+    return ("t", "torch", dtype, shape, strides, region, device)
+
+
+def _encode_numpy(lane, np, a):
+    dtype = _numpy_name(a.dtype)
+    shape = tuple(a.shape)
+    if a.size == 0:
+        return ("t", "numpy", dtype, shape, _contiguous_strides(shape), None, "cpu")
+    item = a.dtype.itemsize
+    strides = tuple(s // item for s in a.strides) if all(s % item == 0 for s in a.strides) else ()
+    if not strides or any(s < 0 for s in strides) or not _is_dense(shape, strides):
+        strides = _contiguous_strides(shape)
+    span = _span(shape, strides)
+    region = lane.alloc(span * item)
+    try:
+        flat = np.frombuffer(_region_buffer(lane, region), dtype=a.dtype, count=span)
+        dst = np.lib.stride_tricks.as_strided(
+            flat, shape, tuple(s * item for s in strides), writeable=True
+        )
+        np.copyto(dst, a, casting="no")
+    except BaseException:
+        lane.unalloc(*region)
+        raise
+    return ("t", "numpy", dtype, shape, strides, region, "cpu")
+
+
+# --- decoding -------------------------------------------------------------------------------
+
+
+def decode_tensor(lane, kind, dtype, shape, strides, region, device):
+    """Called by the core for each received tensor: a zero-copy view of the peer's region."""
+    torch = _import_torch() if kind == "torch" else None
+    np = None if torch is not None else _numpy()
+    if torch is None and np is None:
+        torch = _import_torch()
+        if torch is None:
+            raise TypeError("received a tensor, but neither torch nor numpy is installed here")
+    if region is not None and region[0] == lane.side:
+        lane.release(*region)
+        raise _native.ProtocolError("the peer referenced one of our own regions")
+    if region is None:
+        if torch is not None:
+            return torch.empty(shape, dtype=getattr(torch, dtype))
+        return np.empty(shape, dtype=_numpy_dtype(np, dtype))
+    try:
+        buf = _region_buffer(lane, region)
+    except BaseException:
+        lane.release(*region)
+        raise
+    # The buffer lives exactly as long as the last view of the region (torch storages and
+    # numpy bases both keep it), so its death is the moment to give the region back.
+    weakref.finalize(buf, lane.release, *region)
+    span = _span(shape, strides)
+    contiguous = tuple(strides) == _contiguous_strides(shape)
+    if torch is not None:
+        flat = torch.frombuffer(buf, dtype=getattr(torch, dtype), count=span)
+        out = flat.view(shape) if contiguous else flat.as_strided(shape, strides)
+        if device != "cpu" and _device_available(torch, device):
+            out = out.to(device)
+        return out
+    ndt = _numpy_dtype(np, dtype)
+    flat = np.frombuffer(buf, dtype=ndt, count=span)
+    if contiguous:
+        return flat.reshape(shape)
+    item = ndt.itemsize
+    return np.lib.stride_tricks.as_strided(flat, shape, tuple(s * item for s in strides))
+
+
+def _device_available(torch, device: str) -> bool:
+    try:
+        d = torch.device(device)
+        if d.type == "cuda":
+            return torch.cuda.is_available() and (d.index or 0) < torch.cuda.device_count()
+        return d.type == "cpu"
+    except (RuntimeError, ValueError):
+        return False
+
+
+def decode_ext(name, payload):
+    codec = _BY_NAME.get(name)
+    if codec is None:
+        raise TypeError(f"received a value of codec {name!r}, which is not registered here")
+    return codec.decode(payload)
+
+
+# --- exceptions -----------------------------------------------------------------------------
+
+# Exception classes are looked up only in these packages, and only if the host has already
+# imported them: the peer never makes the host import anything.
+_EXCEPTION_ROOTS = {"builtins", "torch", "numpy", "comfy", "comfy_extras", "comfy_api"}
+
+
+class RemoteTraceback(Exception):
+    """The worker's traceback, attached as ``__cause__`` of a re-raised exception."""
+
+    def __str__(self) -> str:
+        return "\n" + str(self.args[0]) if self.args else ""
+
+
+def _exception_class(module: str, qualname: str) -> type[Exception] | None:
+    if module.split(".")[0] not in _EXCEPTION_ROOTS:
+        return None
+    obj: Any = builtins if module == "builtins" else sys.modules.get(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    # Only Exception subclasses: a worker's SystemExit must not stop the host.
+    if isinstance(obj, type) and issubclass(obj, Exception):
+        return obj
+    return None
+
+
+def make_exception(worker, module, qualname, message, args, traceback):
+    cls = _exception_class(module, qualname)
+    exc: BaseException | None = None
+    if cls is not None:
+        try:
+            exc = cls(*args) if args else cls(message)
+        except Exception:
+            exc = None
+    if exc is None:
+        exc = _native.RemoteError(f"{module}.{qualname}: {message}")
+    exc.remote_type = f"{module}.{qualname}"  # type: ignore[attr-defined]
+    exc.remote_traceback = traceback  # type: ignore[attr-defined]
+    exc.worker = worker  # type: ignore[attr-defined]
+    exc.__cause__ = RemoteTraceback(traceback)
+    if hasattr(exc, "add_note"):
+        exc.add_note(f"(raised in comfy-airlock worker {worker!r}; its traceback is above)")
+    return exc
+
+
+# --- logs -----------------------------------------------------------------------------------
+
+
+def _log(worker, stream, level, logger, line):
+    name = f"comfy_airlock.worker.{worker}"
+    if logger:
+        name = f"{name}.{logger}"
+    logging.getLogger(name).log(level, "[%s] %s", worker, line)
+
+
+_native.install_hooks(encode_other, decode_tensor, decode_ext, make_exception, _log)

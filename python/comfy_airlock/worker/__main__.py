@@ -1,0 +1,3 @@
+from comfy_airlock.worker.runtime import main
+
+main()

@@ -1,0 +1,112 @@
+"""The worker's main loop: connect, then run calls until the host says stop or goes away."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import logging
+import os
+import platform
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from comfy_airlock import _native
+from comfy_airlock import values as _values  # noqa: F401  (installs the codec hooks)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class _RecordPipe(logging.Handler):
+    """Sends logging records to the host on their own pipe: ``level \\t logger \\t message``."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._out = os.fdopen(fd, "w", buffering=1, encoding="utf-8", errors="replace")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg = self.format(record).replace("\n", "\0")
+            self._out.write(f"{record.levelno}\t{record.name}\t{msg}\n")
+        except Exception:
+            self.handleError(record)
+
+
+def _setup_logging() -> None:
+    fd = os.environ.get("AIRLOCK_LOG_FD")
+    if not fd:
+        return
+    root = logging.getLogger()
+    root.handlers[:] = [_RecordPipe(int(fd))]
+    root.setLevel(int(os.environ.get("AIRLOCK_LOG_LEVEL", logging.WARNING)))
+
+
+def _resolve(target: str) -> Callable[..., Any]:
+    module, sep, qualname = target.partition(":")
+    if not sep or not module or not qualname:
+        raise ValueError(f"call target {target!r} is not of the form 'module:qualname'")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"call target {target!r} is not callable")
+    return obj
+
+
+def _send_error(link, cid: int, exc: BaseException) -> None:
+    t = type(exc)
+    try:
+        message = str(exc)
+    except Exception:
+        message = f"<unprintable {t.__qualname__}>"
+    tb = "".join(traceback.format_exception(t, exc, exc.__traceback__))
+    link.error(cid, t.__module__, t.__qualname__, message, tuple(exc.args), tb)
+
+
+def serve(link) -> None:
+    targets: dict[str, Callable[..., Any]] = {}
+    while True:
+        msg = link.recv()
+        if msg is None:
+            return
+        cid, target, args, kwargs, err = msg
+        msg = None
+        if err is None:
+            try:
+                fn = targets.get(target)
+                if fn is None:
+                    fn = targets[target] = _resolve(target)
+                result = fn(*args, **kwargs)
+                args = kwargs = None
+                link.reply(cid, result)
+            except BaseException as e:  # noqa: BLE001  (everything goes back to the host)
+                err = e
+            result = None
+        if err is not None:
+            _send_error(link, cid, err)
+            err = None
+        # The call's argument views are gone now: let the host reuse their regions.
+        args = kwargs = None
+        link.flush()
+
+
+def main() -> None:
+    token = sys.stdin.readline().strip()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    _setup_logging()
+    link = _native.connect(
+        os.environ["AIRLOCK_SOCKET"],
+        token,
+        platform.python_version(),
+        torch=_version("torch"),
+        numpy=_version("numpy"),
+    )
+    serve(link)

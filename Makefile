@@ -8,7 +8,7 @@ VENV        := $(CURDIR)/.venv
 PY          := $(VENV)/bin/python
 RUFF        := $(VENV)/bin/ruff
 MATURIN     := $(VENV)/bin/maturin
-PY_DIRS     := python tests bench
+PY_DIRS     := python tests bench examples
 # Extra pytest arguments: `make test PYTEST_ARGS="-k wire -x"`. PYTEST_ADDOPTS in the
 # environment is honoured by pytest directly (make passes the environment through).
 PYTEST_ARGS ?=

@@ -20,7 +20,8 @@ class Worker:
 
     ``python`` is the interpreter (e.g. a venv's ``bin/python``, any CPython >= 3.10). Our
     runtime is put on its path from a private copy of this package; ``sys_path`` entries follow
-    it. ``env`` is the worker's whole environment (default: the host's). The process starts
+    it. ``preload`` names modules the worker imports before its first call (where a pack
+    registers its codecs). ``env`` is the worker's whole environment (default: the host's). The process starts
     at once and is started again, as a new generation, on the first call after it dies.
 
     >>> with Worker("/usr/bin/python3") as w:  # doctest: +SKIP
@@ -33,6 +34,7 @@ class Worker:
         python: str | os.PathLike[str],
         *,
         sys_path: Iterable[str | os.PathLike[str]] = (),
+        preload: Iterable[str] = (),
         env: Mapping[str, str] | None = None,
         name: str | None = None,
         cwd: str | os.PathLike[str] | None = None,
@@ -49,6 +51,7 @@ class Worker:
         path = [runtime_dir(), *(os.fspath(p) for p in sys_path)]
         environ["PYTHONPATH"] = os.pathsep.join(path)
         environ["PYTHONUNBUFFERED"] = "1"
+        environ["AIRLOCK_PRELOAD"] = ",".join(preload)
         environ["AIRLOCK_LOG_LEVEL"] = str(logging.getLogger().getEffectiveLevel())
         self._native = _native.Worker(
             name,

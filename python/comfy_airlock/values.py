@@ -64,10 +64,25 @@ def register_codec(
 
 # --- dtypes ---------------------------------------------------------------------------------
 
-_TORCH_NAMES = (
-    "bool uint8 int8 int16 uint16 int32 uint32 int64 uint64 float16 bfloat16 float32 float64 "
-    "complex64 complex128 float8_e4m3fn float8_e5m2"
-).split()
+_TORCH_NAMES = [
+    "bool",
+    "uint8",
+    "int8",
+    "int16",
+    "uint16",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "float8_e4m3fn",
+    "float8_e5m2",
+]
 
 _NUMPY_NAMES = {
     "bool": "bool",

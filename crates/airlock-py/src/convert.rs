@@ -77,7 +77,10 @@ impl<'a, 'py> Encoder<'a, 'py> {
         if let Ok(d) = obj.cast_exact::<PyDict>() {
             let mut out = Vec::with_capacity(d.len());
             for (k, v) in d.iter() {
-                out.push((self.encode_at(&k, depth + 1)?, self.encode_at(&v, depth + 1)?));
+                out.push((
+                    self.encode_at(&k, depth + 1)?,
+                    self.encode_at(&v, depth + 1)?,
+                ));
             }
             return Ok(Value::Dict(out));
         }

@@ -32,12 +32,14 @@ struct Slot {
 
 /// A worker process of the host, respawned lazily after it dies.
 ///
-/// Calls are serialized: one frame exchange at a time per worker.
+/// Calls are serialized (one exchange at a time per worker) by `calls`, held for a whole call;
+/// `slot` is held only briefly, so `ping`, `kill` and `close` reach a worker that is busy.
 #[pyclass(frozen, module = "comfy_airlock._native")]
 pub struct Worker {
     spec: WorkerSpec,
     sink: Arc<dyn OutputSink>,
     slot: Mutex<Slot>,
+    calls: Mutex<()>,
     next_id: AtomicU64,
 }
 
@@ -47,9 +49,8 @@ fn slot_lock<'a, T>(py: Python<'_>, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
 }
 
 impl Worker {
-    /// Locks the slot with the GIL released (another thread may hold the slot while it waits
-    /// for the GIL) and makes sure a live process is in it.
-    fn running<'py>(&self, py: Python<'py>) -> PyResult<(MutexGuard<'_, Slot>, Arc<WorkerProcess>, Bound<'py, Lane>)> {
+    /// The live process and its lane, starting a new generation if there is none.
+    fn running<'py>(&self, py: Python<'py>) -> PyResult<(Arc<WorkerProcess>, Bound<'py, Lane>)> {
         let mut slot = slot_lock(py, &self.slot);
         if slot.closed {
             return Err(AirlockError::new_err(format!(
@@ -75,17 +76,31 @@ impl Worker {
             });
         }
         let r = slot.running.as_ref().expect("just ensured");
-        let process = r.process.clone();
-        let lane = r.lane.bind(py).clone();
-        Ok((slot, process, lane))
+        Ok((r.process.clone(), r.lane.bind(py).clone()))
     }
 
-    /// Turns a broken lane into the right exception, and drops the process so the next call
-    /// starts a new generation.
-    fn fail(&self, slot: &mut Slot, process: &WorkerProcess, during: &str, e: LaneError) -> PyErr {
-        slot.running = None;
-        if let Some(_status) = process.wait_exit(Duration::from_millis(100)) {
-            return errors::died(&process.died(during));
+    /// Turns a broken lane into the right exception, and forgets the process so that the next
+    /// call starts a new generation.
+    fn fail(
+        &self,
+        py: Python<'_>,
+        process: &Arc<WorkerProcess>,
+        during: &str,
+        e: LaneError,
+    ) -> PyErr {
+        {
+            let mut slot = slot_lock(py, &self.slot);
+            if slot
+                .running
+                .as_ref()
+                .is_some_and(|r| Arc::ptr_eq(&r.process, process))
+            {
+                slot.running = None;
+            }
+        }
+        let exited = py.detach(|| process.wait_exit(Duration::from_millis(100)));
+        if exited.is_some() {
+            return errors::died(&py.detach(|| process.died(during)));
         }
         // Alive but speaking garbage: it cannot be trusted with another call.
         process.kill();
@@ -127,9 +142,10 @@ impl Worker {
                 generation: 0,
                 closed: false,
             }),
+            calls: Mutex::new(()),
             next_id: AtomicU64::new(1),
         };
-        drop(w.running(py)?);
+        w.running(py)?;
         Ok(w)
     }
 
@@ -142,7 +158,8 @@ impl Worker {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (mut slot, process, lane) = self.running(py)?;
+        let _serial = slot_lock(py, &self.calls);
+        let (process, lane) = self.running(py)?;
         let mut enc = Encoder::new(&lane);
         let encoded = enc.encode(args.as_any()).and_then(|a| {
             let k = match kwargs {
@@ -168,39 +185,33 @@ impl Worker {
         let call_lane = process.call_lane().clone();
         let reply = py.detach(|| -> Result<Message, LaneError> {
             call_lane.send(&msg)?;
-            loop {
-                match call_lane.recv()? {
-                    Some(m @ (Message::Reply { .. } | Message::Error { .. })) => return Ok(m),
-                    Some(other) => {
-                        return Err(LaneError::Protocol(format!(
-                            "unexpected {} on the call lane",
-                            variant(&other)
-                        )));
-                    }
-                    None => return Err(LaneError::Closed),
-                }
+            // Bookkeeping frames (releases, segments) are absorbed by the lane; what comes
+            // out is the answer, and only one call is in flight.
+            match call_lane.recv()? {
+                Some(m @ (Message::Reply { .. } | Message::Error { .. })) => Ok(m),
+                Some(other) => Err(LaneError::Protocol(format!(
+                    "unexpected {} on the call lane",
+                    variant(&other)
+                ))),
+                None => Err(LaneError::Closed),
             }
         });
         let during = format!("a call to '{target}'");
         let reply = match reply {
             Ok(m) => m,
-            Err(e) => return Err(self.fail(&mut slot, &process, &during, e)),
+            Err(e) => return Err(self.fail(py, &process, &during, e)),
         };
-        drop(slot);
         match reply {
             Message::Reply { id: rid, value } if rid == id => decode(py, &lane, value),
             Message::Error { id: rid, error } if rid == id => {
                 Err(remote_error(py, &self.spec.name, error))
             }
-            _ => {
-                let mut slot = slot_lock(py, &self.slot);
-                Err(self.fail(
-                    &mut slot,
-                    &process,
-                    &during,
-                    LaneError::Protocol("reply for another call".into()),
-                ))
-            }
+            _ => Err(self.fail(
+                py,
+                &process,
+                &during,
+                LaneError::Protocol("reply for another call".into()),
+            )),
         }
     }
 
@@ -334,6 +345,10 @@ fn plain(py: Python<'_>, v: Value) -> PyResult<Bound<'_, PyAny>> {
         Value::Int(i) => i.into_pyobject(py)?.into_any(),
         Value::Float(f) => PyFloat::new(py, f).into_any(),
         Value::Str(s) => PyString::new(py, &s).into_any(),
-        _ => return Err(pyo3::exceptions::PyTypeError::new_err("complex exception args")),
+        _ => {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "complex exception args",
+            ));
+        }
     })
 }

@@ -21,7 +21,9 @@ pub fn side_from(code: u8) -> PyResult<Side> {
     match code {
         0 => Ok(Side::Host),
         1 => Ok(Side::Worker),
-        _ => Err(pyo3::exceptions::PyValueError::new_err("side must be 0 or 1")),
+        _ => Err(pyo3::exceptions::PyValueError::new_err(
+            "side must be 0 or 1",
+        )),
     }
 }
 

@@ -66,7 +66,8 @@ fn parse_token(hex: &str) -> PyResult<Token> {
     }
     let mut t = [0u8; TOKEN_LEN];
     for (i, b) in t.iter_mut().enumerate() {
-        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16).map_err(|_| bad())?;
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16)
+            .map_err(|_| bad())?;
     }
     Ok(Token(t))
 }
@@ -96,7 +97,15 @@ impl WorkerLink {
     fn recv<'py>(
         &self,
         py: Python<'py>,
-    ) -> PyResult<Option<(u64, String, Bound<'py, PyAny>, Bound<'py, PyAny>, Option<PyErr>)>> {
+    ) -> PyResult<
+        Option<(
+            u64,
+            String,
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+            Option<PyErr>,
+        )>,
+    > {
         let lane = self.lane.clone();
         let msg = py
             .detach(|| lane.recv())
@@ -116,10 +125,18 @@ impl WorkerLink {
                 });
                 Ok(Some(match decoded {
                     Ok((a, k)) => (id, target, a, k, None),
-                    Err(e) => (id, target, py.None().into_bound(py), py.None().into_bound(py), Some(e)),
+                    Err(e) => (
+                        id,
+                        target,
+                        py.None().into_bound(py),
+                        py.None().into_bound(py),
+                        Some(e),
+                    ),
                 }))
             }
-            Some(_) => Err(ProtocolError::new_err("unexpected message on the call lane")),
+            Some(_) => Err(ProtocolError::new_err(
+                "unexpected message on the call lane",
+            )),
         }
     }
 
@@ -142,6 +159,7 @@ impl WorkerLink {
 
     /// Sends the exception raised by call `id`.
     #[pyo3(signature = (id, module, qualname, message, args, traceback))]
+    #[allow(clippy::too_many_arguments)] // mirrors the Python call one to one
     fn error(
         &self,
         py: Python<'_>,

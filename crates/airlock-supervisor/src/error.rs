@@ -37,7 +37,9 @@ pub enum SpawnError {
     Timeout { secs: f64, stderr_tail: Vec<String> },
     #[error("handshake refused: {0}")]
     Handshake(#[from] HandshakeError),
-    #[error("connection from uid {uid} pid {pid} refused: not the worker we started (pid {expected})")]
+    #[error(
+        "connection from uid {uid} pid {pid} refused: not the worker we started (pid {expected})"
+    )]
     ForeignPeer { uid: u32, pid: i32, expected: i32 },
     #[error("handshake failed: {0}")]
     Lane(#[from] LaneError),

@@ -162,8 +162,7 @@ impl CallLane {
 
     /// The next call, reply or error from the peer; bookkeeping frames are applied on the way.
     pub fn recv(&self) -> Result<Option<Message>, LaneError> {
-        self.framed
-            .recv(|m, fds| self.shm().absorb(m, fds))
+        self.framed.recv(|m, fds| self.shm().absorb(m, fds))
     }
 
     /// Leases `len` bytes of our pool for a value about to be sent.

@@ -12,7 +12,10 @@ pub enum Stream {
     Stdout,
     Stderr,
     /// A `logging` record from the worker, with its level number and logger name.
-    Log { level: i32, logger: String },
+    Log {
+        level: i32,
+        logger: String,
+    },
 }
 
 /// Where worker output goes (the Python layer forwards it to `logging`).

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use airlock_wire::{Hello, Lane, Message, Side, Token};
 use rustix::event::{PollFd, PollFlags};
-use rustix::process::{Pid, PidfdFlags, Signal, WaitIdOptions, WaitId};
+use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
 
 use crate::error::{LaneError, SpawnError, WorkerDied};
 use crate::exit::ExitDescription;
@@ -180,9 +180,7 @@ impl WorkerProcess {
         };
         let call = Arc::new(CallLane::from_framed(call, Side::Host, spec.pool.clone()));
         let control = Arc::new(ControlLane::from_framed(control));
-        let welcomed = control
-            .send(&welcome)
-            .and_then(|_| call.send(&welcome));
+        let welcomed = control.send(&welcome).and_then(|_| call.send(&welcome));
         if let Err(e) = welcomed {
             kill_now(&Ok(pidfd.clone()));
             let _ = reap(&pidfd);
@@ -190,7 +188,13 @@ impl WorkerProcess {
         }
 
         let exit = Arc::new(ExitState::default());
-        start_reaper(&spec.name, pidfd.clone(), exit.clone(), call.clone(), control.clone());
+        start_reaper(
+            &spec.name,
+            pidfd.clone(),
+            exit.clone(),
+            call.clone(),
+            control.clone(),
+        );
         Ok(WorkerProcess {
             name: spec.name.clone(),
             pid,

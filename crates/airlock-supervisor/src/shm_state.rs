@@ -121,7 +121,9 @@ impl ShmState {
             }
             Message::Retire { id } => {
                 if self.peer.remove(&id).is_none() {
-                    return Err(LaneError::Protocol(format!("retire of unknown segment {id}")));
+                    return Err(LaneError::Protocol(format!(
+                        "retire of unknown segment {id}"
+                    )));
                 }
                 self.unmapped.push((self.peer_side(), id));
                 Ok(None)

@@ -43,9 +43,14 @@ pub enum Message {
     /// Worker → host, first frame of each lane.
     Hello(Hello),
     /// Host → worker: the hello was accepted.
-    Welcome { generation: u64, name: String },
+    Welcome {
+        generation: u64,
+        name: String,
+    },
     /// Host → worker: the hello was refused, and why.
-    Reject { reason: String },
+    Reject {
+        reason: String,
+    },
     /// Run `target` (`"module:qualname"`) with these arguments.
     Call {
         id: u64,
@@ -54,20 +59,35 @@ pub enum Message {
         kwargs: Value,
     },
     /// The call `id` returned `value`.
-    Reply { id: u64, value: Value },
+    Reply {
+        id: u64,
+        value: Value,
+    },
     /// The call `id` raised.
-    Error { id: u64, error: RemoteException },
+    Error {
+        id: u64,
+        error: RemoteException,
+    },
     /// The sender created segment `id` of `len` bytes; its fd rides on this frame (SCM_RIGHTS).
-    Segment { id: u32, len: u64 },
+    Segment {
+        id: u32,
+        len: u64,
+    },
     /// The sender will never reference segment `id` again; the receiver drops its mapping.
-    Retire { id: u32 },
+    Retire {
+        id: u32,
+    },
     /// The sender no longer holds these regions (one entry per reference it was given).
     Release {
         #[serde(deserialize_with = "bounded_releases")]
         regions: Vec<Region>,
     },
-    Ping { seq: u64 },
-    Pong { seq: u64 },
+    Ping {
+        seq: u64,
+    },
+    Pong {
+        seq: u64,
+    },
     /// Finish what is running, then exit.
     Shutdown,
 }

@@ -125,7 +125,10 @@ impl TensorDesc {
     /// strides agreeing, and every element inside the region.
     pub fn validate(&self) -> Result<(), String> {
         if self.shape.len() > MAX_DIMS {
-            return Err(format!("tensor has {} dims, limit {MAX_DIMS}", self.shape.len()));
+            return Err(format!(
+                "tensor has {} dims, limit {MAX_DIMS}",
+                self.shape.len()
+            ));
         }
         if self.shape.len() != self.strides.len() {
             return Err("tensor shape and strides differ in length".into());
@@ -133,12 +136,16 @@ impl TensorDesc {
         let mut numel: u64 = 1;
         let mut last: u64 = 0;
         for (&n, &s) in self.shape.iter().zip(&self.strides) {
-            numel = numel.checked_mul(n).ok_or("tensor element count overflows")?;
+            numel = numel
+                .checked_mul(n)
+                .ok_or("tensor element count overflows")?;
             if s < 0 {
                 return Err("negative tensor stride".into());
             }
             if n > 0 {
-                let reach = (n - 1).checked_mul(s as u64).ok_or("tensor stride overflows")?;
+                let reach = (n - 1)
+                    .checked_mul(s as u64)
+                    .ok_or("tensor stride overflows")?;
                 last = last.checked_add(reach).ok_or("tensor stride overflows")?;
             }
         }
@@ -162,8 +169,9 @@ impl TensorDesc {
 }
 
 /// A value crossing the boundary.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Value {
+    #[default]
     None,
     Bool(bool),
     Int(i64),
@@ -335,12 +343,6 @@ impl Open {
     }
 }
 
-impl Default for Value {
-    fn default() -> Self {
-        Value::None
-    }
-}
-
 /// Rebuilds the tree from prefix-ordered nodes without recursion.
 fn unflatten(nodes: Vec<Node>) -> Result<Value, String> {
     let total = nodes.len();
@@ -351,7 +353,9 @@ fn unflatten(nodes: Vec<Node>) -> Result<Value, String> {
     // for all open containers at once by the node count, whatever their claims say.
     let mut owed: usize = 0;
     loop {
-        let node = it.next().ok_or("value ends before its containers are full")?;
+        let node = it
+            .next()
+            .ok_or("value ends before its containers are full")?;
         if !stack.is_empty() {
             // Every open container awaits at least one child, so `owed` is positive here.
             owed = owed.saturating_sub(1);
@@ -431,7 +435,11 @@ fn unflatten(nodes: Vec<Node>) -> Result<Value, String> {
 
 /// Deserializes a sequence, refusing more than `max` elements and never trusting the
 /// peer's length for a pre-allocation beyond that.
-pub(crate) fn bounded_vec<'de, D, T>(d: D, max: usize, what: &'static str) -> Result<Vec<T>, D::Error>
+pub(crate) fn bounded_vec<'de, D, T>(
+    d: D,
+    max: usize,
+    what: &'static str,
+) -> Result<Vec<T>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de>,

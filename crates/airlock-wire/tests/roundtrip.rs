@@ -119,8 +119,8 @@ fn deepest_allowed_value_round_trips() {
 fn every_message_variant_round_trips() {
     // Covers each variant deterministically, independent of the strategy's sampling.
     use airlock_wire::{
-        ArrayKind, DType, Hello, Lane, PROTOCOL_VERSION, Region, RemoteException, Side,
-        TensorDesc, Token,
+        ArrayKind, DType, Hello, Lane, PROTOCOL_VERSION, Region, RemoteException, Side, TensorDesc,
+        Token,
     };
     let region = Region {
         side: Side::Worker,
@@ -138,7 +138,10 @@ fn every_message_variant_round_trips() {
     });
     let value = Value::Dict(vec![
         (Value::Str("t".into()), tensor),
-        (Value::BigInt("-123456789012345678901234567890".into()), Value::Float(-0.0)),
+        (
+            Value::BigInt("-123456789012345678901234567890".into()),
+            Value::Float(-0.0),
+        ),
         (
             Value::Bytes(vec![0, 255]),
             Value::Ext("x".into(), Box::new(Value::Bool(true))),
@@ -181,7 +184,10 @@ fn every_message_variant_round_trips() {
                 traceback: "Traceback ...".into(),
             },
         },
-        Message::Segment { id: 3, len: 1 << 30 },
+        Message::Segment {
+            id: 3,
+            len: 1 << 30,
+        },
         Message::Retire { id: 3 },
         Message::Release {
             regions: vec![region; 3],

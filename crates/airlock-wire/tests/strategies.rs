@@ -4,8 +4,8 @@
 
 use airlock_wire::limits::MAX_DIMS;
 use airlock_wire::{
-    ArrayKind, DType, FrameDecoder, Hello, Lane, Message, Region, RemoteException, Side,
-    TOKEN_LEN, TensorDesc, Token, Value, encode_frame,
+    ArrayKind, DType, FrameDecoder, Hello, Lane, Message, Region, RemoteException, Side, TOKEN_LEN,
+    TensorDesc, Token, Value, encode_frame,
 };
 use proptest::collection::vec;
 use proptest::option;
@@ -63,26 +63,32 @@ pub fn tensor_desc() -> impl Strategy<Value = TensorDesc> {
         any::<bool>(),
         prop_oneof![Just("cpu".to_string()), "cuda:[0-9]", ".{0,8}"],
     )
-        .prop_map(|(kind, dtype, dims, mut r, extra, keep_empty_region, device)| {
-            let (shape, strides): (Vec<u64>, Vec<i64>) = dims.into_iter().unzip();
-            let needed = needed_bytes(dtype, &shape, &strides);
-            let region = if needed == 0 && !keep_empty_region {
-                None
-            } else {
-                r.len = needed + extra;
-                Some(r)
-            };
-            let t = TensorDesc {
-                kind,
-                dtype,
-                shape,
-                strides,
-                region,
-                device,
-            };
-            assert_eq!(t.validate(), Ok(()), "strategy built an invalid tensor: {t:?}");
-            t
-        })
+        .prop_map(
+            |(kind, dtype, dims, mut r, extra, keep_empty_region, device)| {
+                let (shape, strides): (Vec<u64>, Vec<i64>) = dims.into_iter().unzip();
+                let needed = needed_bytes(dtype, &shape, &strides);
+                let region = if needed == 0 && !keep_empty_region {
+                    None
+                } else {
+                    r.len = needed + extra;
+                    Some(r)
+                };
+                let t = TensorDesc {
+                    kind,
+                    dtype,
+                    shape,
+                    strides,
+                    region,
+                    device,
+                };
+                assert_eq!(
+                    t.validate(),
+                    Ok(()),
+                    "strategy built an invalid tensor: {t:?}"
+                );
+                t
+            },
+        )
 }
 
 /// Floats including NaNs with arbitrary payloads, infinities and signed zeros.
@@ -257,7 +263,11 @@ pub fn feed_chunked(
     let mut pos = 0;
     let mut i = 0;
     while pos < bytes.len() {
-        let want = chunks.get(i % chunks.len().max(1)).copied().unwrap_or(1).max(1);
+        let want = chunks
+            .get(i % chunks.len().max(1))
+            .copied()
+            .unwrap_or(1)
+            .max(1);
         i += 1;
         let spare = dec.spare(spare_min.max(1));
         let spare_len = spare.len();

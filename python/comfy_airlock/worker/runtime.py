@@ -85,7 +85,7 @@ def serve(link) -> None:
                 result = fn(*args, **kwargs)
                 args = kwargs = None
                 link.reply(cid, result)
-            except BaseException as e:  # noqa: BLE001  (everything goes back to the host)
+            except BaseException as e:
                 err = e
             result = None
         if err is not None:
@@ -102,6 +102,8 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.close(devnull)
     _setup_logging()
+    for module in filter(None, os.environ.get("AIRLOCK_PRELOAD", "").split(",")):
+        importlib.import_module(module)
     link = _native.connect(
         os.environ["AIRLOCK_SOCKET"],
         token,
@@ -110,3 +112,9 @@ def main() -> None:
         numpy=_version("numpy"),
     )
     serve(link)
+    # Orderly stop: flush what we logged, then skip interpreter teardown (torch's can take
+    # most of a second, and the host is waiting for us to exit).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

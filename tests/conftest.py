@@ -1,0 +1,92 @@
+"""Shared fixtures: worker interpreters, the test helper modules, leak checks."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HELPERS = Path(__file__).resolve().parent / "helpers"
+sys.path.insert(0, str(HELPERS))
+
+# Worker interpreters made by scripts/bootstrap.sh: another Python with numpy 1 and no torch,
+# and another Python with an older torch than the host's.
+ENVS = {
+    "host": Path(sys.executable),
+    "py310": ROOT / ".envs" / "py310-numpy1" / "bin" / "python",
+    "py312": ROOT / ".envs" / "py312-torch" / "bin" / "python",
+}
+
+
+def interpreter(key: str) -> str:
+    path = ENVS[key]
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"worker env {path} is missing: scripts/bootstrap.sh must create it")
+        pytest.skip(f"worker env {path} not built (run scripts/bootstrap.sh)")
+    return str(path)
+
+
+@pytest.fixture
+def make_worker():
+    """Starts workers and closes them at the end of the test."""
+    import comfy_airlock
+
+    made = []
+
+    def make(key: str = "host", **kw):
+        kw.setdefault("sys_path", [str(HELPERS)])
+        kw.setdefault("name", f"t-{key}")
+        w = comfy_airlock.Worker(interpreter(key), **kw)
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        w.close(grace=2.0)
+
+
+@pytest.fixture(scope="module")
+def host_worker():
+    import comfy_airlock
+
+    w = comfy_airlock.Worker(sys.executable, sys_path=[str(HELPERS)], name="shared")
+    yield w
+    w.close(grace=2.0)
+
+
+def memfd_count() -> int:
+    """memfds open or mapped in this process (our segments show up as memfd:airlock-*)."""
+    gc.collect()
+    fds = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if "memfd:airlock" in os.readlink(f"/proc/self/fd/{fd}"):
+                fds += 1
+        except OSError:
+            pass
+    with open("/proc/self/maps") as f:
+        maps = {
+            line.split()[-2] if line.rstrip().endswith("(deleted)") else line.split()[-1]
+            for line in f
+            if "memfd:airlock" in line
+        }
+    return fds + len(maps)
+
+
+def socket_dirs() -> list[str]:
+    import tempfile
+
+    bases = {tempfile.gettempdir(), "/tmp", os.environ.get("XDG_RUNTIME_DIR", "/tmp")}
+    pid = os.getpid()
+    return [
+        os.path.join(b, d)
+        for b in bases
+        if os.path.isdir(b)
+        for d in os.listdir(b)
+        if d.startswith(f"airlock-{pid}-")
+    ]

@@ -1,0 +1,107 @@
+"""Functions the tests call inside workers. Importable with or without torch."""
+
+import logging
+import os
+import signal
+import sys
+import time
+
+KEPT = []
+
+
+def echo(*args, **kwargs):
+    if kwargs:
+        return args, kwargs
+    return args[0] if len(args) == 1 else args
+
+
+def keep(x):
+    KEPT.append(x)
+    return len(KEPT)
+
+
+def drop_kept():
+    KEPT.clear()
+    import gc
+
+    gc.collect()
+    return True
+
+
+def describe(x):
+    """Type, dtype, shape and strides of what arrived."""
+    t = type(x)
+    out = {"type": f"{t.__module__}.{t.__qualname__}"}
+    if hasattr(x, "dtype"):
+        out["dtype"] = str(x.dtype)
+        out["shape"] = list(x.shape)
+        strides = x.stride() if callable(getattr(x, "stride", None)) else x.strides
+        out["strides"] = list(strides)
+    return out
+
+
+def versions():
+    import platform
+
+    out = {"python": platform.python_version()}
+    for mod in ("torch", "numpy"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except ImportError:
+            out[mod] = None
+    return out
+
+
+def fill(n, value):
+    import torch
+
+    return torch.full((n,), value, dtype=torch.float32)
+
+
+def numpy_arange(n):
+    import numpy as np
+
+    return np.arange(n, dtype=np.int64)
+
+
+class PackOnlyError(Exception):
+    pass
+
+
+def raise_(kind, message="boom"):
+    if kind == "value":
+        raise ValueError(message)
+    if kind == "key":
+        raise KeyError(message)
+    if kind == "pack":
+        raise PackOnlyError(message)
+    if kind == "oom":
+        import torch
+
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    if kind == "exit":
+        sys.exit(3)
+    raise RuntimeError(message)
+
+
+def sleep(seconds, note=None):
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    time.sleep(seconds)
+    return seconds
+
+
+def die(how):
+    print("about to die", file=sys.stderr, flush=True)
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    os._exit(7)
+
+
+def chat(message):
+    print(f"stdout: {message}")
+    print(f"stderr: {message}", file=sys.stderr)
+    logging.getLogger("testpack").warning("log: %s\nsecond line", message)
+    return True

@@ -1,0 +1,254 @@
+"""Values cross bit-exact: primitives, containers, tensors of every dtype and layout, arrays."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import comfy_airlock
+
+
+def bits(t: torch.Tensor) -> bytes:
+    return t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> None:
+    assert isinstance(b, torch.Tensor)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert bits(a) == bits(b)
+
+
+PRIMITIVES = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    2**63 - 1,
+    -(2**63),
+    2**100,
+    -(2**70) + 3,
+    0.0,
+    -0.0,
+    1.5e-300,
+    math.inf,
+    -math.inf,
+    "",
+    "héllo ✓ \u0000 end",
+    b"",
+    b"\x00\xffbytes",
+    [],
+    (),
+    {},
+    [1, [2, [3, (4, None)]]],
+    {"a": 1, 2: "b", (1, 2): [3], None: {"n": True}, 1.5: b"x"},
+    ("tuple", ["list", ("tuple",)]),
+]
+
+
+@pytest.mark.parametrize("value", PRIMITIVES, ids=repr)
+def test_primitives_round_trip_exactly(host_worker, value):
+    back = host_worker.call("airlock_testpack:echo", value)
+    assert back == value
+    assert type(back) is type(value)
+    if isinstance(value, float):
+        assert math.copysign(1, back) == math.copysign(1, value)
+
+
+def test_nan_round_trips(host_worker):
+    assert math.isnan(host_worker.call("airlock_testpack:echo", math.nan))
+
+
+def test_kwargs_and_several_args(host_worker):
+    args, kwargs = host_worker.call("airlock_testpack:echo", 1, "two", target="kw", n=None)
+    assert args == (1, "two") and kwargs == {"target": "kw", "n": None}
+
+
+DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.uint16,
+    torch.int32,
+    torch.uint32,
+    torch.int64,
+    torch.uint64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+    torch.float8_e4m3fn,
+    torch.float8_e5m2,
+]
+
+
+def random_tensor(shape, dtype, seed=0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    raw = torch.randint(
+        0,
+        256,
+        (int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size(),),
+        generator=g,
+        dtype=torch.uint8,
+    )
+    if dtype == torch.bool:
+        return (raw % 2).bool().reshape(shape)
+    return raw.view(dtype).reshape(shape)  # every bit pattern, NaNs included
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_dtype_round_trips_bit_exact(host_worker, dtype):
+    t = random_tensor((3, 5, 7), dtype)
+    same(t, host_worker.call("airlock_testpack:echo", t))
+
+
+LAYOUTS = {
+    "scalar": lambda: torch.tensor(3.25),
+    "contiguous": lambda: torch.randn(4, 8, 16),
+    "transposed": lambda: torch.randn(8, 16).t(),
+    "channels_last": lambda: torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last),
+    "stepped_slice": lambda: torch.randn(10, 12)[::2, 1::3],
+    "storage_offset": lambda: torch.randn(100)[37:61].reshape(4, 6),
+    "expanded": lambda: torch.randn(1, 5).expand(4, 5),
+    "zero_size": lambda: torch.empty(0, 3, 7),
+    "zero_size_scalarless": lambda: torch.empty(0),
+    "big_image": lambda: torch.rand(1, 512, 512, 3),
+}
+
+
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_layouts_round_trip(host_worker, name):
+    t = LAYOUTS[name]()
+    back = host_worker.call("airlock_testpack:echo", t)
+    same(t, back)
+
+
+def test_dense_layouts_keep_their_strides(host_worker):
+    cl = torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last)
+    d = host_worker.call("airlock_testpack:describe", cl)
+    assert d["strides"] == list(cl.stride())
+    tr = torch.randn(8, 16).t()
+    assert host_worker.call("airlock_testpack:describe", tr)["strides"] == list(tr.stride())
+
+
+def test_gapped_views_arrive_contiguous(host_worker):
+    v = torch.randn(10, 12)[::2, 1::3]
+    d = host_worker.call("airlock_testpack:describe", v)
+    assert d["shape"] == [5, 4] and d["strides"] == [4, 1]
+
+
+def test_nested_containers_of_tensors(host_worker):
+    latent = {"samples": torch.randn(1, 4, 8, 8), "batch_index": [0]}
+    cond = [[torch.randn(1, 77, 32), {"pooled_output": torch.randn(1, 32)}]]
+    back_latent, back_cond = host_worker.call("airlock_testpack:echo", latent, cond)
+    same(latent["samples"], back_latent["samples"])
+    assert back_latent["batch_index"] == [0]
+    same(cond[0][0], back_cond[0][0])
+    same(cond[0][1]["pooled_output"], back_cond[0][1]["pooled_output"])
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(24, dtype=np.float32).reshape(2, 3, 4),
+        np.arange(24, dtype=np.int16).reshape(4, 6).T,
+        np.arange(50, dtype=np.float64)[::-3],
+        np.zeros((0, 4), dtype=np.uint8),
+        np.array([1 + 2j, 3 - 4j], dtype=np.complex128),
+        np.array([True, False, True]),
+    ],
+    ids=["contiguous", "transposed", "negative_stride", "empty", "complex", "bool"],
+)
+def test_numpy_arrays_round_trip(host_worker, array):
+    back = host_worker.call("airlock_testpack:echo", array)
+    assert isinstance(back, np.ndarray)
+    assert back.dtype == array.dtype and back.shape == array.shape
+    assert np.array_equal(back, array)
+
+
+def test_received_views_are_zero_copy_and_leases_are_reused(host_worker):
+    lane = host_worker.lane
+    t = torch.randn(256, 1024)  # 1 MiB
+    for _ in range(20):
+        back = host_worker.call("airlock_testpack:echo", t)
+        same(t, back)
+        del back
+    host_worker.call("airlock_testpack:echo", None)  # reads the worker's last release
+    stats = lane.stats()
+    # One segment each way, reused: the pool did not grow with the number of calls.
+    assert stats["segments"] == 1, stats
+    assert stats["peer_segments"] == 1, stats
+    assert stats["leased_regions"] == 0, stats
+
+
+def test_a_tensor_kept_by_the_worker_stays_leased_until_dropped(host_worker):
+    lane = host_worker.lane
+    host_worker.call("airlock_testpack:drop_kept")
+    t = torch.ones(1000)
+    host_worker.call("airlock_testpack:keep", t)
+    host_worker.call("airlock_testpack:echo", None)  # lets the worker flush releases
+    assert lane.stats()["leased_regions"] == 1
+    t.zero_()  # the worker's copy lives in our region, not in t
+    assert host_worker.call("airlock_testpack:echo", 1) == 1
+    host_worker.call("airlock_testpack:drop_kept")
+    host_worker.call("airlock_testpack:echo", None)
+    assert lane.stats()["leased_regions"] == 0
+
+
+def test_unsupported_type_is_a_clear_error_and_leaks_nothing(host_worker):
+    lane = host_worker.lane
+    before = lane.stats()["leased_regions"]
+    with pytest.raises(TypeError, match=r"no codec is registered.*pickle is not used"):
+        host_worker.call("airlock_testpack:echo", [torch.ones(10), object()])
+    assert lane.stats()["leased_regions"] == before
+
+
+def test_codecs_cross_both_ways(make_worker):
+    import airlock_codecs
+
+    w = make_worker(preload=["airlock_codecs"])
+    p = w.call("airlock_codecs:move", airlock_codecs.Point(1, 2), 10)
+    assert p == airlock_codecs.Point(11, 2)
+
+
+def test_worker_without_torch_gets_numpy(make_worker):
+    w = make_worker("py310")
+    assert w.call("airlock_testpack:versions")["torch"] is None
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    assert w.call("airlock_testpack:describe", t)["type"] == "numpy.ndarray"
+    back = w.call("airlock_testpack:echo", t)
+    assert isinstance(back, np.ndarray) and np.array_equal(back, t.numpy())
+    # bfloat16 has no numpy type there: it arrives as its raw uint16 bits, and comes back so.
+    bf = random_tensor((4, 4), torch.bfloat16)
+    raw = w.call("airlock_testpack:echo", bf)
+    assert raw.dtype == np.uint16
+    assert raw.tobytes() == bits(bf)
+
+
+def test_worker_on_other_python_and_torch(make_worker):
+    w = make_worker("py312")
+    v = w.call("airlock_testpack:versions")
+    assert v["python"].startswith("3.12") and v["torch"] != torch.__version__
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.bool):
+        t = random_tensor((2, 3, 4), dtype, seed=5)
+        same(t, w.call("airlock_testpack:echo", t))
+    cl = torch.randn(1, 3, 4, 4).to(memory_format=torch.channels_last)
+    same(cl, w.call("airlock_testpack:echo", cl))
+
+
+def test_worker_results_are_new_tensors(make_worker):
+    w = make_worker("py312")
+    out = w.call("airlock_testpack:fill", 1000, 2.5)
+    assert out.dtype == torch.float32 and bool((out == 2.5).all())
+
+
+def test_exports_are_typed_classes():
+    assert issubclass(comfy_airlock.WorkerDied, comfy_airlock.AirlockError)
+    assert issubclass(comfy_airlock.HandshakeError, comfy_airlock.ProtocolError)
+    assert comfy_airlock.PROTOCOL_VERSION >= 1

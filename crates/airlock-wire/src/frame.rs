@@ -48,12 +48,11 @@ impl Extend<u8> for AppendTo<'_> {
 /// error as soon as its four bytes arrive, before any of its body is buffered.
 #[derive(Debug, Default)]
 pub struct FrameDecoder {
-    /// `buf[..end]` is received data; anything after `end` is an uncommitted spare tail.
+    /// Received bytes are `buf[start..filled]`; `buf[filled..]` is scratch for the next read
+    /// and never counts as data until committed.
     buf: Vec<u8>,
-    /// Start of the first frame not yet returned.
     start: usize,
-    /// End of the committed bytes.
-    end: usize,
+    filled: usize,
 }
 
 impl FrameDecoder {
@@ -61,44 +60,38 @@ impl FrameDecoder {
         Self::default()
     }
 
-    /// A writable tail of at least `min` bytes for the next read.
-    ///
-    /// A spare tail that was never committed (the read failed or would block) is discarded
-    /// here, so its bytes never count as received.
+    /// A writable tail of at least `min` bytes for the next read. Calling it again without a
+    /// commit (a read that failed) discards nothing and counts nothing.
     pub fn spare(&mut self, min: usize) -> &mut [u8] {
-        self.buf.truncate(self.end);
-        if self.start > 0 && self.start == self.end {
-            self.buf.clear();
+        if self.start == self.filled {
             self.start = 0;
-            self.end = 0;
-        } else if self.start > self.buf.capacity() / 2 {
-            self.buf.drain(..self.start);
-            self.end -= self.start;
+            self.filled = 0;
+        } else if self.start > self.buf.len() / 2 {
+            self.buf.copy_within(self.start..self.filled, 0);
+            self.filled -= self.start;
             self.start = 0;
         }
-        let len = self.end;
-        let want = (len + min).max(self.buf.capacity());
-        self.buf.resize(want, 0);
-        &mut self.buf[len..]
+        if self.buf.len() < self.filled + min {
+            self.buf.resize(self.filled + min, 0);
+        }
+        &mut self.buf[self.filled..]
     }
 
-    /// Marks `n` bytes of the last [`FrameDecoder::spare`] slice as received.
-    ///
-    /// `spare_len` is that slice's length; `n` beyond it is clamped.
+    /// Marks the first `n` bytes of the last [`FrameDecoder::spare`] slice (of length
+    /// `spare_len`) as received.
     pub fn commit(&mut self, n: usize, spare_len: usize) {
-        let room = self.buf.len() - self.end;
-        self.end += n.min(spare_len).min(room);
-        self.buf.truncate(self.end);
+        debug_assert!(n <= spare_len && self.filled + spare_len <= self.buf.len());
+        self.filled += n.min(self.buf.len() - self.filled);
     }
 
     /// Bytes buffered but not yet returned as messages.
     pub fn pending(&self) -> usize {
-        self.end - self.start
+        self.filled - self.start
     }
 
     /// The next complete message, `Ok(None)` when more bytes are needed.
     pub fn next_message(&mut self) -> Result<Option<Message>, WireError> {
-        let avail = &self.buf[self.start..self.end];
+        let avail = &self.buf[self.start..self.filled];
         if avail.len() < HEADER_LEN {
             return Ok(None);
         }
@@ -124,7 +117,7 @@ impl FrameDecoder {
             return Ok(());
         }
         let want = if have >= HEADER_LEN {
-            let a = &self.buf[self.start..self.end];
+            let a = &self.buf[self.start..self.filled];
             HEADER_LEN + u32::from_le_bytes([a[0], a[1], a[2], a[3]]) as usize
         } else {
             HEADER_LEN

@@ -152,8 +152,8 @@ impl TensorDesc {
         let needed = if numel == 0 {
             0
         } else {
-            (last + 1)
-                .checked_mul(self.dtype.itemsize())
+            last.checked_add(1)
+                .and_then(|elements| elements.checked_mul(self.dtype.itemsize()))
                 .ok_or("tensor byte size overflows")?
         };
         match (&self.region, needed) {

@@ -259,10 +259,15 @@ def _encode_torch(lane, torch, t):
     if not _is_dense(shape, strides):
         strides = _contiguous_strides(shape)
     span = _span(shape, strides)
-    region = lane.alloc(span * t.element_size())
+    nbytes = span * t.element_size()
+    region = lane.alloc(nbytes)
     try:
-        dst = torch.frombuffer(_region_buffer(lane, region), dtype=t.dtype, count=span)
-        dst.as_strided(shape, strides).copy_(t)
+        if strides == tuple(t.stride()):
+            # Dense: its bytes are one block from data_ptr; the core copies it.
+            lane.write(region, t.data_ptr(), nbytes)
+        else:
+            dst = torch.frombuffer(_region_buffer(lane, region), dtype=t.dtype, count=span)
+            dst.as_strided(shape, strides).copy_(t)
     except BaseException:
         lane.unalloc(*region)
         raise
@@ -281,6 +286,9 @@ def _encode_numpy(lane, np, a):
     span = _span(shape, strides)
     region = lane.alloc(span * item)
     try:
+        if a.strides == tuple(s * item for s in strides):
+            lane.write(region, a.ctypes.data, span * item)
+            return ("t", "numpy", dtype, shape, strides, region, "cpu")
         flat = np.frombuffer(_region_buffer(lane, region), dtype=a.dtype, count=span)
         dst = np.lib.stride_tricks.as_strided(
             flat, shape, tuple(s * item for s in strides), writeable=True

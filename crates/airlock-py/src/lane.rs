@@ -67,6 +67,31 @@ impl Lane {
         Ok(region_tuple(&r))
     }
 
+    /// Copies `nbytes` from address `src` (the data pointer of a live, dense tensor or array
+    /// the caller holds) into our leased region, without the GIL. Private to the codec: torch's
+    /// own parallel copy spins its OpenMP threads, which starves the other process on small
+    /// machines.
+    fn write(
+        &self,
+        py: Python<'_>,
+        region: (u8, u32, u64, u64),
+        src: usize,
+        nbytes: u64,
+    ) -> PyResult<()> {
+        let (side, segment, offset, len) = region;
+        let region = Region {
+            side: side_from(side)?,
+            segment,
+            offset,
+            len,
+        };
+        let inner = self.inner.clone();
+        // SAFETY: the codec passes the data pointer of an object it keeps alive for the call,
+        // spanning `nbytes`.
+        py.detach(move || unsafe { inner.write(region, src as *const u8, nbytes) })
+            .map_err(|e| ProtocolError::new_err(format!("cannot write shared memory: {e}")))
+    }
+
     /// Returns a lease that was never sent.
     fn unalloc(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
         self.inner.unalloc(Region {

@@ -11,10 +11,12 @@
 
 mod error;
 mod fdpass;
+mod mapping;
 mod pool;
 mod segment;
 
 pub use error::ShmError;
 pub use fdpass::{borrow_all, recv_with_fds, send_with_fds};
+pub use mapping::copy_nonoverlapping;
 pub use pool::{Alloc, Lease, Pool, PoolConfig, PoolStats, Released};
 pub use segment::Segment;

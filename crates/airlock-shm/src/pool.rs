@@ -280,6 +280,42 @@ impl Pool {
         std::mem::take(&mut self.retired)
     }
 
+    /// Copies `src` to the start of a region we leased and have not yet sent.
+    ///
+    /// # Safety
+    /// `src` must be readable for `len` bytes for the whole call.
+    pub unsafe fn write(
+        &self,
+        segment: u32,
+        offset: u64,
+        src: *const u8,
+        len: u64,
+    ) -> Result<(), ShmError> {
+        let dst = self.region_ptr(segment, offset, len)?;
+        // SAFETY: `dst` is inside a leased region of our own mapping; the caller vouches
+        // for `src`.
+        unsafe { crate::mapping::copy_nonoverlapping(src, dst, len as usize) };
+        Ok(())
+    }
+
+    /// Our address of the first `len` bytes of a leased region.
+    pub fn region_ptr(&self, segment: u32, offset: u64, len: u64) -> Result<*mut u8, ShmError> {
+        let slot = self
+            .slots
+            .get(&segment)
+            .ok_or(ShmError::UnknownRegion { segment, offset })?;
+        match slot.leased.get(&offset) {
+            Some(&(leased, _)) if len <= leased => {}
+            _ => return Err(ShmError::UnknownRegion { segment, offset }),
+        }
+        let base = slot
+            .segment
+            .base()
+            .ok_or(ShmError::UnknownRegion { segment, offset })?;
+        // SAFETY: offset + len lies within the leased range, inside the mapping.
+        Ok(unsafe { base.add(offset as usize) })
+    }
+
     pub fn segment(&self, id: u32) -> Option<&Segment> {
         self.slots.get(&id).map(|s| &s.segment)
     }
@@ -354,6 +390,24 @@ mod tests {
         p.release(big.segment, big.offset).unwrap();
         assert_eq!(p.take_retired(), vec![big.segment]);
         assert_eq!(p.stats().segments, 0);
+    }
+
+    #[test]
+    fn writes_land_in_the_segment_and_only_in_leased_regions() {
+        let mut p = pool();
+        let a = p.alloc(8).unwrap().lease;
+        let src = [1u8, 2, 3, 4, 5, 6, 7, 8];
+        unsafe { p.write(a.segment, a.offset, src.as_ptr(), 8).unwrap() };
+        let ptr = p.region_ptr(a.segment, a.offset, 8).unwrap();
+        assert_eq!(unsafe { std::slice::from_raw_parts(ptr, 8) }, &src);
+        assert!(
+            p.region_ptr(a.segment, a.offset, 1 << 20).is_err(),
+            "past the lease"
+        );
+        assert!(
+            p.region_ptr(a.segment, a.offset + 64, 8).is_err(),
+            "not a lease"
+        );
     }
 
     #[test]

@@ -5,12 +5,15 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{FallocateFlags, MemfdFlags, SealFlags};
 
 use crate::error::ShmError;
+use crate::mapping::Mapping;
 
 /// A memfd of fixed size: never a name in `/dev/shm`, gone when the last fd and mapping close.
 #[derive(Debug)]
 pub struct Segment {
     fd: OwnedFd,
     len: u64,
+    /// Our own read-write mapping, for segments we created (we copy into them).
+    map: Option<Mapping>,
 }
 
 impl Segment {
@@ -29,7 +32,15 @@ impl Segment {
         }
         rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
             .map_err(err)?;
-        Ok(Segment { fd, len })
+        let map = if len > 0 {
+            Some(
+                Mapping::new(fd.as_fd(), len as usize)
+                    .map_err(|source| ShmError::Create { len, source })?,
+            )
+        } else {
+            None
+        };
+        Ok(Segment { fd, len, map })
     }
 
     /// Adopts a segment fd received from the peer, checking that it really is `len` bytes and
@@ -50,7 +61,12 @@ impl Segment {
                 "segment fd is not sealed against shrinking",
             )));
         }
-        Ok(Segment { fd, len })
+        Ok(Segment { fd, len, map: None })
+    }
+
+    /// Start of our mapping (segments we created only).
+    pub(crate) fn base(&self) -> Option<*mut u8> {
+        self.map.as_ref().map(Mapping::ptr)
     }
 
     pub fn len(&self) -> u64 {

@@ -170,6 +170,19 @@ impl CallLane {
         self.shm().alloc(len)
     }
 
+    /// Copies `len` bytes from `src` into a region we leased and have not yet sent. The lock
+    /// is not held during the copy: nobody else touches a region between lease and send.
+    ///
+    /// # Safety
+    /// `src` must be readable for `len` bytes for the whole call.
+    pub unsafe fn write(&self, region: Region, src: *const u8, len: u64) -> Result<(), LaneError> {
+        let dst = self.shm().region_ptr(region, len)?;
+        // SAFETY: `dst` points into our mapping of a leased region at least `len` long;
+        // the caller vouches for `src`.
+        unsafe { airlock_shm::copy_nonoverlapping(src, dst, len as usize) };
+        Ok(())
+    }
+
     /// Returns an allocation that will not be sent after all.
     pub fn unalloc(&self, region: Region) {
         self.shm().unalloc(region)

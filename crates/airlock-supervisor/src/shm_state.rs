@@ -66,6 +66,16 @@ impl ShmState {
 
     /// Queues a release of a peer region. Our own regions are never held through the peer,
     /// so a release of one is dropped rather than sent back as a forged release.
+    /// Our address of a region we leased (for copying into it).
+    pub fn region_ptr(&self, region: Region, len: u64) -> Result<*mut u8, LaneError> {
+        if region.side != self.side {
+            return Err(LaneError::Protocol(
+                "cannot write into a peer region".into(),
+            ));
+        }
+        Ok(self.pool.region_ptr(region.segment, region.offset, len)?)
+    }
+
     pub fn queue_release(&mut self, region: Region) {
         if region.side != self.side {
             self.releases.push(region);

@@ -11,6 +11,8 @@ Cases (see docs/benchmarks.md for what each one measures):
 
 - native floor: 64 B ping-pong over a socketpair between two processes, and a 1 GiB memcpy
   into a pre-faulted buffer, both by a small std-only Rust program (bench/floor/).
+  Latency cases run in three placements: left to the scheduler, both ends pinned to one CPU,
+  and the ends pinned to two CPUs (see PLACEMENTS).
 - Python socketpair ping-pong: the same 64 B ping-pong, with Python on both ends.
 - airlock no-op call: ``Worker.call`` of a function that returns None.
 - tensor echo: the host sends a float32 CPU torch tensor and the worker returns it; bytes one
@@ -24,6 +26,7 @@ Results go to stdout (a table, and PASS/MISS against the targets) and bench/out/
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import math
@@ -223,6 +226,54 @@ def machine(torch, np) -> dict:
     }
 
 
+# --- placement ------------------------------------------------------------------------------
+
+ALL_CPUS = frozenset(os.sched_getaffinity(0))
+# Where the two ends of a latency case run. The kernel's choice is bimodal on this VM: a
+# ping-pong whose ends sit on one vCPU takes ~10 us, one whose ends sit on two vCPUs (waking
+# an idle one) takes 40-75 us, and which one you get changes from run to run. So each
+# latency case is measured three ways: left to the scheduler, both ends on one CPU, and the
+# ends on two different CPUs.
+PLACEMENTS = {
+    "sched": None,
+    "same": ({min(ALL_CPUS)}, {min(ALL_CPUS)}),
+    "cross": ({min(ALL_CPUS)}, {max(ALL_CPUS)}),
+}
+PLACEMENT_LABELS = {"sched": "scheduler", "same": "1 CPU", "cross": "2 CPUs"}
+
+
+def set_affinity(pid: int, cpus) -> None:
+    """Sets the affinity of every thread of ``pid`` (sched_setaffinity is per thread)."""
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except FileNotFoundError:
+        return
+    for tid in tids:
+        with contextlib.suppress(OSError):  # a thread that just exited
+            os.sched_setaffinity(tid, cpus)
+
+
+class Placed:
+    """Places the host (this process) and ``peer`` pids for the duration of a batch."""
+
+    def __init__(self, placement: str, peers: list[int]) -> None:
+        self.cpus = PLACEMENTS[placement]
+        self.peers = peers
+
+    def __enter__(self) -> Placed:
+        if self.cpus is not None:
+            set_affinity(os.getpid(), self.cpus[0])
+            for pid in self.peers:
+                set_affinity(pid, self.cpus[1])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.cpus is not None:
+            set_affinity(os.getpid(), ALL_CPUS)
+            for pid in self.peers:
+                set_affinity(pid, ALL_CPUS)
+
+
 # --- native floor ---------------------------------------------------------------------------
 
 
@@ -243,13 +294,21 @@ def build_floor() -> None:
     )
 
 
-def native_pingpong(iters: int, warmup: int) -> list[int]:
-    out = subprocess.run(
-        [str(FLOOR_BIN), "pingpong", str(iters), str(warmup)],
-        capture_output=True,
+def native_pingpong(iters: int, warmup: int, child_cpus: set[int] | None) -> list[int]:
+    """The floor's parent inherits our affinity; its child gets ``child_cpus`` before the
+    first ping-pong (None: left to the scheduler, like ours)."""
+    p = subprocess.Popen(
+        [str(FLOOR_BIN), "pingpong", str(iters), str(warmup), "sync"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         text=True,
-        check=True,
-    ).stdout
+    )
+    child = json.loads(p.stdout.readline())["child"]
+    if child_cpus is not None:
+        set_affinity(child, child_cpus)
+    out, _ = p.communicate("go\n")
+    if p.returncode != 0:
+        raise RuntimeError(f"floor pingpong failed with status {p.returncode}")
     return json.loads(out)["ns"]
 
 
@@ -407,21 +466,36 @@ def main() -> int:
 
     # --- case definitions ---
 
-    def c_native() -> list[int]:
-        return native_pingpong(plan.floor_iters, plan.floor_warmup)
+    def c_native(placement: str) -> Callable[[], list[int]]:
+        def run() -> list[int]:
+            cpus = PLACEMENTS[placement]
+            with Placed(placement, []):  # the floor's parent inherits the host's affinity
+                return native_pingpong(
+                    plan.floor_iters, plan.floor_warmup, None if cpus is None else cpus[1]
+                )
 
-    def c_pyping() -> list[int]:
-        return pyping.run(plan.py_iters, plan.py_warmup)
+        return run
 
-    def c_noop() -> list[int]:
-        call, clock, out = w.call, time.perf_counter_ns, []
-        for i in range(plan.noop_warmup + plan.noop_iters):
-            t0 = clock()
-            call("bench_targets:noop")
-            t1 = clock()
-            if i >= plan.noop_warmup:
-                out.append(t1 - t0)
-        return out
+    def c_pyping(placement: str) -> Callable[[], list[int]]:
+        def run() -> list[int]:
+            with Placed(placement, [pyping.p.pid]):
+                return pyping.run(plan.py_iters, plan.py_warmup)
+
+        return run
+
+    def c_noop(placement: str) -> Callable[[], list[int]]:
+        def run() -> list[int]:
+            call, clock, out = w.call, time.perf_counter_ns, []
+            with Placed(placement, [w.pid]):
+                for i in range(plan.noop_warmup + plan.noop_iters):
+                    t0 = clock()
+                    call("bench_targets:noop")
+                    t1 = clock()
+                    if i >= plan.noop_warmup:
+                        out.append(t1 - t0)
+            return out
+
+        return run
 
     def echo(n: int, reps: int) -> list[int]:
         x, call, clock, out = tensors[n], w.call, time.perf_counter_ns, []
@@ -479,10 +553,23 @@ def main() -> int:
             c.close()
         return out
 
+    placements = [p for p in PLACEMENTS if len(ALL_CPUS) > 1 or p != "cross"]
+
+    def latency(key: str, label: str, make) -> list[Case]:
+        return [
+            Case(
+                key if p == "sched" else f"{key}_{p}",
+                f"{label} [{PLACEMENT_LABELS[p]}]",
+                "latency",
+                make(p),
+            )
+            for p in placements
+        ]
+
     cases = [
-        Case("native_pingpong", "native socketpair ping-pong 64 B (Rust)", "latency", c_native),
-        Case("py_pingpong", "Python socketpair ping-pong 64 B", "latency", c_pyping),
-        Case("airlock_noop", "airlock no-op call (warm)", "latency", c_noop),
+        *latency("native_pingpong", "native socketpair ping-pong 64 B", c_native),
+        *latency("py_pingpong", "Python socketpair ping-pong 64 B", c_pyping),
+        *latency("airlock_noop", "airlock no-op call (warm)", c_noop),
         *(Case(f"echo_{n}", f"torch echo {size_name(n)}", "transfer", c_echo(n), n) for n in SIZES),
         *(
             Case(
@@ -573,7 +660,7 @@ def report(cases, meta, plan, warmup, correct, elapsed) -> dict:
         f"1-min load average start/rounds/end: {' '.join(meta['loadavg_1min'])}"
     )
     print()
-    head = f"{'case':<44} {'n':>6} {'p50':>10} {'p90':>10} {'p99':>10} {'rounds p50':>19}  extra"
+    head = f"{'case':<50} {'n':>6} {'p50':>10} {'p90':>10} {'p99':>10} {'rounds p50':>19}  extra"
     print(head)
     print("-" * (len(head) + 14))
     for c in cases:
@@ -589,7 +676,7 @@ def report(cases, meta, plan, warmup, correct, elapsed) -> dict:
         elif c.kind == "copy":
             extra = f"{s['gb_per_s']:.2f} GB/s"
         print(
-            f"{c.label:<44} {s['n']:>6} "
+            f"{c.label:<50} {s['n']:>6} "
             f"{s['p50_ns'] / div:>7.4g} {unit} {s['p90_ns'] / div:>7.4g} {unit} "
             f"{s['p99_ns'] / div:>7.4g} {unit} {spread:>19}  {extra}"
         )
@@ -599,7 +686,7 @@ def report(cases, meta, plan, warmup, correct, elapsed) -> dict:
         if c.kind == "transfer" and c.nbytes == GiB:
             pos = by[c.key]["p50_ns_by_position"]
             print(
-                f"  {c.label:<40} "
+                f"  {c.label:<46} "
                 + ", ".join(f"#{i + 1}: {v / 1e6:.0f}" for i, v in enumerate(pos))
             )
     print("\nfirst echoes before the rounds (pool growth), ms:")
@@ -612,19 +699,33 @@ def report(cases, meta, plan, warmup, correct, elapsed) -> dict:
         a, b = by[key]["round_p50_ns"], by[ref]["round_p50_ns"]
         return [x / (scale * y) for x, y in zip(a, b, strict=True)]
 
-    noop_ratio = by["airlock_noop"]["p50_ns"] / by["native_pingpong"]["p50_ns"]
     gib_ratio = by[f"echo_{GiB}"]["p50_ns"] / two_memcpys(GiB)
-    targets = [
-        {
-            "target": f"no-op p50 <= {NOOP_TARGET}x native socketpair floor p50",
-            "value": by["airlock_noop"]["p50_ns"] / 1e3,
-            "reference": by["native_pingpong"]["p50_ns"] / 1e3,
-            "unit": "us",
-            "ratio": noop_ratio,
-            "round_ratios": round_ratios("airlock_noop", "native_pingpong", 1.0),
-            "limit": NOOP_TARGET,
-            "pass": noop_ratio <= NOOP_TARGET,
-        },
+    targets = []
+    for p in PLACEMENTS:
+        suffix = "" if p == "sched" else f"_{p}"
+        if f"airlock_noop{suffix}" not in by:
+            continue
+        noop, floor = (
+            by[f"airlock_noop{suffix}"]["p50_ns"],
+            by[f"native_pingpong{suffix}"]["p50_ns"],
+        )
+        targets.append(
+            {
+                "target": f"no-op p50 <= {NOOP_TARGET}x native socketpair floor p50 "
+                f"[{PLACEMENT_LABELS[p]}]",
+                "placement": p,
+                "value": noop / 1e3,
+                "reference": floor / 1e3,
+                "unit": "us",
+                "ratio": noop / floor,
+                "round_ratios": round_ratios(
+                    f"airlock_noop{suffix}", f"native_pingpong{suffix}", 1.0
+                ),
+                "limit": NOOP_TARGET,
+                "pass": noop / floor <= NOOP_TARGET,
+            }
+        )
+    targets += [
         {
             "target": f"1 GiB round trip <= {GIB_TARGET}x two 1 GiB memcpys",
             "value": by[f"echo_{GiB}"]["p50_ns"] / 1e6,

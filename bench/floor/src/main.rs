@@ -2,7 +2,9 @@
 //!
 //! `floor pingpong ITERS WARMUP`: a parent and a child process (this binary re-executed, the
 //! socket passed as its stdin) bounce 64 B over a `socketpair(AF_UNIX, SOCK_STREAM)`; prints the
-//! round-trip time of every timed iteration in ns.
+//! round-trip time of every timed iteration in ns. With a third argument `sync`, it first
+//! prints `{"child": PID}` and waits for a line on stdin, so the harness can set the child's
+//! CPU affinity (std has no API for that) before anything is timed.
 //!
 //! `floor memcpy BYTES REPS`: copies BYTES from one pre-faulted buffer into another REPS times
 //! (one `copy_from_slice`, i.e. a single-threaded memcpy); prints each copy's time in ns.
@@ -43,7 +45,7 @@ fn child_echo() -> std::io::Result<()> {
     }
 }
 
-fn pingpong(iters: usize, warmup: usize) -> std::io::Result<()> {
+fn pingpong(iters: usize, warmup: usize, sync: bool) -> std::io::Result<()> {
     let (mut ours, theirs) = UnixStream::pair()?;
     let exe = std::env::current_exe()?;
     let mut child = Command::new(exe)
@@ -51,6 +53,11 @@ fn pingpong(iters: usize, warmup: usize) -> std::io::Result<()> {
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::null())
         .spawn()?;
+    if sync {
+        println!("{{\"child\": {}}}", child.id());
+        let mut go = String::new();
+        std::io::stdin().read_line(&mut go)?;
+    }
     let mut buf = [0x5au8; MSG];
     let mut ns = Vec::with_capacity(iters);
     for i in 0..warmup + iters {
@@ -112,7 +119,11 @@ fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("child") => child_echo(),
-        Some("pingpong") => pingpong(arg(&args, 2, 10_000), arg(&args, 3, 1_000)),
+        Some("pingpong") => pingpong(
+            arg(&args, 2, 10_000),
+            arg(&args, 3, 1_000),
+            args.get(4).is_some_and(|a| a == "sync"),
+        ),
         Some("memcpy") => {
             memcpy(arg(&args, 2, 1 << 30), arg(&args, 3, 5));
             Ok(())
@@ -120,7 +131,7 @@ fn main() -> std::io::Result<()> {
         Some("memcpy-serve") => memcpy_serve(arg(&args, 2, 1 << 30)),
         _ => {
             eprintln!(
-                "usage: floor pingpong [ITERS WARMUP] | floor memcpy [BYTES REPS] | floor memcpy-serve [BYTES]"
+                "usage: floor pingpong [ITERS WARMUP [sync]] | floor memcpy [BYTES REPS] | floor memcpy-serve [BYTES]"
             );
             std::process::exit(2);
         }

@@ -160,6 +160,9 @@ impl Worker {
     ) -> PyResult<Bound<'py, PyAny>> {
         let _serial = slot_lock(py, &self.calls);
         let (process, lane) = self.running(py)?;
+        if let Err(e) = process.call_lane().absorb_ready() {
+            return Err(self.fail(py, &process, &format!("a call to '{target}'"), e));
+        }
         let mut enc = Encoder::new(&lane);
         let encoded = enc.encode(args.as_any()).and_then(|a| {
             let k = match kwargs {

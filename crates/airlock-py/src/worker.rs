@@ -1,11 +1,11 @@
 //! The worker's end: connect to the host, receive calls, send replies.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use airlock_shm::PoolConfig;
 use airlock_supervisor::{CallLane, WorkerIdentity};
-use airlock_wire::{Message, RemoteException, Side, TOKEN_LEN, Token, Value};
+use airlock_wire::{Message, Region, RemoteException, Side, TOKEN_LEN, Token, Value};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -70,6 +70,30 @@ fn parse_token(hex: &str) -> PyResult<Token> {
             .map_err(|_| bad())?;
     }
     Ok(Token(t))
+}
+
+/// A result encoded by [`WorkerLink::encode`], not yet sent. Dropping it unsent gives its
+/// regions back.
+#[pyclass(frozen, module = "comfy_airlock._native")]
+pub struct Encoded {
+    value: Mutex<Option<(Value, Vec<Region>)>>,
+    lane: Arc<CallLane>,
+}
+
+impl Encoded {
+    fn take(&self) -> Option<(Value, Vec<Region>)> {
+        self.value.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl Drop for Encoded {
+    fn drop(&mut self) {
+        if let Some((_, leased)) = self.take() {
+            for r in leased {
+                self.lane.unalloc(r);
+            }
+        }
+    }
 }
 
 /// The worker's call lane.
@@ -140,18 +164,30 @@ impl WorkerLink {
         }
     }
 
-    /// Sends the result of call `id`.
-    fn reply(&self, py: Python<'_>, id: u64, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Encodes a call's result: tensors are copied into our pool now. The caller then drops
+    /// the result and the call's arguments before [`WorkerLink::reply`], so the releases of
+    /// their views travel in front of the reply and the host can reuse its regions at once.
+    fn encode(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Encoded> {
         let lane = self.lane_obj.bind(py);
         let mut enc = Encoder::new(lane);
-        let v = match enc.encode(value) {
-            Ok(v) => v,
+        match enc.encode(value) {
+            Ok(v) => Ok(Encoded {
+                value: Mutex::new(Some((v, enc.into_leased()))),
+                lane: self.lane.clone(),
+            }),
             Err(e) => {
                 enc.abandon();
-                return Err(e);
+                Err(e)
             }
-        };
-        let msg = Message::Reply { id, value: v };
+        }
+    }
+
+    /// Sends the encoded result of call `id`.
+    fn reply(&self, py: Python<'_>, id: u64, encoded: &Encoded) -> PyResult<()> {
+        let (value, _) = encoded
+            .take()
+            .ok_or_else(|| ProtocolError::new_err("this result was already sent"))?;
+        let msg = Message::Reply { id, value };
         let l = self.lane.clone();
         py.detach(|| l.send(&msg))
             .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))

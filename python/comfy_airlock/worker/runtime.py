@@ -83,11 +83,14 @@ def serve(link) -> None:
                 if fn is None:
                     fn = targets[target] = _resolve(target)
                 result = fn(*args, **kwargs)
-                args = kwargs = None
-                link.reply(cid, result)
-            except BaseException as e:
+                # Copy the result into our pool, then drop every view of the host's regions
+                # so their releases go out in front of the reply.
+                encoded = link.encode(result)
+                args = kwargs = result = None
+                link.reply(cid, encoded)
+            except BaseException as e:  # everything goes back to the host
                 err = e
-            result = None
+            args = kwargs = result = encoded = None
         if err is not None:
             _send_error(link, cid, err)
             err = None

@@ -129,6 +129,20 @@ def test_layouts_round_trip(host_worker, name):
     same(t, back)
 
 
+def test_lazy_conjugate_and_negative_views_cross_resolved(host_worker):
+    z = torch.randn(4, 3, dtype=torch.complex64)
+    back = host_worker.call("airlock_testpack:echo", z.conj())
+    assert torch.equal(back, z.conj().resolve_conj())
+    neg = torch._neg_view(torch.randn(5))
+    assert torch.equal(host_worker.call("airlock_testpack:echo", neg), neg.resolve_neg())
+
+
+def test_big_endian_arrays_arrive_with_their_values(host_worker):
+    a = np.arange(6, dtype=">f4").reshape(2, 3)
+    back = host_worker.call("airlock_testpack:echo", a)
+    assert back.dtype == np.float32 and np.array_equal(back, a)
+
+
 def test_dense_layouts_keep_their_strides(host_worker):
     cl = torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last)
     d = host_worker.call("airlock_testpack:describe", cl)

@@ -44,7 +44,7 @@ class Worker:
         if not os.access(python, os.X_OK):
             raise _native.SpawnError(f"worker interpreter {python!r} is not an executable file")
         if name is None:
-            name = Path(python).resolve().parent.parent.name or "worker"
+            name = Path(python).parent.parent.name or "worker"
         environ = dict(os.environ if env is None else env)
         for k in _STRIP:
             environ.pop(k, None)

@@ -244,6 +244,12 @@ def encode_other(lane, obj):
 
 def _encode_torch(lane, torch, t):
     t = t.detach()
+    # Lazy conjugate/negative views hold unmodified bytes plus a flag: resolve them, since
+    # the bytes are what cross.
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
     if t.layout != torch.strided:
         raise TypeError(f"tensors with layout {t.layout} cannot cross the boundary")
     device = str(t.device)
@@ -275,6 +281,8 @@ def _encode_torch(lane, torch, t):
 
 
 def _encode_numpy(lane, np, a):
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
     dtype = _numpy_name(a.dtype)
     shape = tuple(a.shape)
     if a.size == 0:

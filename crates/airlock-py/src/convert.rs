@@ -23,11 +23,6 @@ impl<'a, 'py> Encoder<'a, 'py> {
         }
     }
 
-    /// The regions this encoder leased (to give back if the frame is never sent).
-    pub fn into_leased(self) -> Vec<Region> {
-        self.leased
-    }
-
     /// Gives back every region leased so far (the frame will not be sent).
     pub fn abandon(self) {
         let lane = self.lane.get();

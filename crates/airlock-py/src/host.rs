@@ -85,7 +85,7 @@ impl Worker {
         &self,
         py: Python<'_>,
         process: &Arc<WorkerProcess>,
-        during: &str,
+        target: &str,
         e: LaneError,
     ) -> PyErr {
         {
@@ -100,7 +100,8 @@ impl Worker {
         }
         let exited = py.detach(|| process.wait_exit(Duration::from_millis(100)));
         if exited.is_some() {
-            return errors::died(&py.detach(|| process.died(during)));
+            let during = format!("a call to '{target}'");
+            return errors::died(&py.detach(|| process.died(&during)));
         }
         // Alive but speaking garbage: it cannot be trusted with another call.
         process.kill();
@@ -161,7 +162,7 @@ impl Worker {
         let _serial = slot_lock(py, &self.calls);
         let (process, lane) = self.running(py)?;
         if let Err(e) = process.call_lane().absorb_ready() {
-            return Err(self.fail(py, &process, &format!("a call to '{target}'"), e));
+            return Err(self.fail(py, &process, target, e));
         }
         let mut enc = Encoder::new(&lane);
         let encoded = enc.encode(args.as_any()).and_then(|a| {
@@ -199,10 +200,9 @@ impl Worker {
                 None => Err(LaneError::Closed),
             }
         });
-        let during = format!("a call to '{target}'");
         let reply = match reply {
             Ok(m) => m,
-            Err(e) => return Err(self.fail(py, &process, &during, e)),
+            Err(e) => return Err(self.fail(py, &process, target, e)),
         };
         match reply {
             Message::Reply { id: rid, value } if rid == id => decode(py, &lane, value),
@@ -212,7 +212,7 @@ impl Worker {
             _ => Err(self.fail(
                 py,
                 &process,
-                &during,
+                target,
                 LaneError::Protocol("reply for another call".into()),
             )),
         }

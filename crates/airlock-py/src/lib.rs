@@ -24,7 +24,7 @@ mod _native {
     #[pymodule_export]
     use crate::lane::Lane;
     #[pymodule_export]
-    use crate::worker::{Encoded, WorkerLink, connect};
+    use crate::worker::{WorkerLink, connect};
 
     #[pymodule_export]
     const PROTOCOL_VERSION: u32 = airlock_wire::PROTOCOL_VERSION;

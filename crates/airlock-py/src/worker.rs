@@ -1,11 +1,12 @@
 //! The worker's end: connect to the host, receive calls, send replies.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use airlock_shm::PoolConfig;
 use airlock_supervisor::{CallLane, WorkerIdentity};
-use airlock_wire::{Message, Region, RemoteException, Side, TOKEN_LEN, Token, Value};
+use airlock_wire::{Message, RemoteException, Side, TOKEN_LEN, Token, Value};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -70,30 +71,6 @@ fn parse_token(hex: &str) -> PyResult<Token> {
             .map_err(|_| bad())?;
     }
     Ok(Token(t))
-}
-
-/// A result encoded by [`WorkerLink::encode`], not yet sent. Dropping it unsent gives its
-/// regions back.
-#[pyclass(frozen, module = "comfy_airlock._native")]
-pub struct Encoded {
-    value: Mutex<Option<(Value, Vec<Region>)>>,
-    lane: Arc<CallLane>,
-}
-
-impl Encoded {
-    fn take(&self) -> Option<(Value, Vec<Region>)> {
-        self.value.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-}
-
-impl Drop for Encoded {
-    fn drop(&mut self) {
-        if let Some((_, leased)) = self.take() {
-            for r in leased {
-                self.lane.unalloc(r);
-            }
-        }
-    }
 }
 
 /// The worker's call lane.
@@ -164,69 +141,101 @@ impl WorkerLink {
         }
     }
 
-    /// Encodes a call's result: tensors are copied into our pool now. The caller then drops
-    /// the result and the call's arguments before [`WorkerLink::reply`], so the releases of
-    /// their views travel in front of the reply and the host can reuse its regions at once.
-    fn encode(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Encoded> {
-        let lane = self.lane_obj.bind(py);
-        let mut enc = Encoder::new(lane);
-        match enc.encode(value) {
-            Ok(v) => Ok(Encoded {
-                value: Mutex::new(Some((v, enc.into_leased()))),
-                lane: self.lane.clone(),
-            }),
-            Err(e) => {
-                enc.abandon();
-                Err(e)
-            }
-        }
-    }
-
-    /// Sends the encoded result of call `id`.
-    fn reply(&self, py: Python<'_>, id: u64, encoded: &Encoded) -> PyResult<()> {
-        let (value, _) = encoded
-            .take()
-            .ok_or_else(|| ProtocolError::new_err("this result was already sent"))?;
-        let msg = Message::Reply { id, value };
-        let l = self.lane.clone();
-        py.detach(|| l.send(&msg))
-            .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))
-    }
-
-    /// Sends the exception raised by call `id`.
-    #[pyo3(signature = (id, module, qualname, message, args, traceback))]
-    #[allow(clippy::too_many_arguments)] // mirrors the Python call one to one
-    fn error(
-        &self,
-        py: Python<'_>,
-        id: u64,
-        module: String,
-        qualname: String,
-        message: String,
-        args: &Bound<'_, PyTuple>,
-        traceback: String,
-    ) -> PyResult<()> {
-        let args = plain_args(args);
-        let msg = Message::Error {
-            id,
-            error: RemoteException {
-                module,
-                qualname,
-                message,
-                args,
-                traceback,
-            },
-        };
-        let l = self.lane.clone();
-        py.detach(|| l.send(&msg))
-            .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))
-    }
-
     /// Sends pending releases now (after the views of a call's arguments died).
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        if !self.lane.has_owed() {
+            return Ok(());
+        }
         let l = self.lane.clone();
         py.detach(|| l.flush())
             .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))
+    }
+
+    /// Runs calls until the host says stop or goes away: the worker's main loop, kept out of
+    /// Python bytecode. `resolve(target)` returns the callable for `"module:qualname"` (cached
+    /// here); `describe(exc, tb)` returns `(module, qualname, message, args, traceback)`.
+    fn serve(
+        &self,
+        py: Python<'_>,
+        resolve: &Bound<'_, PyAny>,
+        describe: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let lane = self.lane_obj.bind(py);
+        let mut targets: HashMap<String, Py<PyAny>> = HashMap::new();
+        loop {
+            let l = self.lane.clone();
+            let msg = py
+                .detach(move || l.recv())
+                .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))?;
+            let (id, target, args, kwargs) = match msg {
+                None | Some(Message::Shutdown) => return Ok(()),
+                Some(Message::Call {
+                    id,
+                    target,
+                    args,
+                    kwargs,
+                }) => (id, target, args, kwargs),
+                Some(_) => {
+                    return Err(ProtocolError::new_err(
+                        "unexpected message on the call lane",
+                    ));
+                }
+            };
+            // Everything that references the host's regions (arguments, the result) lives in
+            // this closure and is dropped before the reply is sent: their releases go first.
+            let outcome = (|| -> PyResult<Value> {
+                let args = decode(py, lane, args)?;
+                let kwargs = decode(py, lane, kwargs)?;
+                let f = match targets.get(&target) {
+                    Some(f) => f.bind(py).clone(),
+                    None => {
+                        let f = resolve.call1((&target,))?;
+                        targets.insert(target.clone(), f.clone().unbind());
+                        f
+                    }
+                };
+                let args = args.cast_into::<PyTuple>()?;
+                let kwargs = kwargs.cast_into::<pyo3::types::PyDict>()?;
+                let result = f.call(args, Some(&kwargs))?;
+                let mut enc = Encoder::new(lane);
+                match enc.encode(&result) {
+                    Ok(v) => Ok(v),
+                    Err(e) => {
+                        enc.abandon();
+                        Err(e)
+                    }
+                }
+            })();
+            let msg = match outcome {
+                Ok(value) => Message::Reply { id, value },
+                Err(err) => {
+                    let info = describe.call1((err.value(py), err.traceback(py)))?;
+                    let (module, qualname, message, args, traceback): (
+                        String,
+                        String,
+                        String,
+                        Bound<'_, PyTuple>,
+                        String,
+                    ) = info.extract()?;
+                    Message::Error {
+                        id,
+                        error: RemoteException {
+                            module,
+                            qualname,
+                            message,
+                            args: plain_args(&args),
+                            traceback,
+                        },
+                    }
+                }
+            };
+            let l = self.lane.clone();
+            py.detach(move || {
+                l.send(&msg)?;
+                l.flush()
+            })
+            .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))?;
+        }
     }
 }
 

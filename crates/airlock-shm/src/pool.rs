@@ -275,6 +275,11 @@ impl Pool {
         }
     }
 
+    /// Whether segments were retired since the last [`Pool::take_retired`].
+    pub fn has_retired(&self) -> bool {
+        !self.retired.is_empty()
+    }
+
     /// Segments retired since the last call; the peer must be told to unmap them.
     pub fn take_retired(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.retired)

@@ -177,10 +177,22 @@ impl CallLane {
 
     /// Sends `msg`, preceded by whatever is owed to the peer.
     pub fn send(&self, msg: &Message) -> Result<(), LaneError> {
-        let owed = self.shm().take_owed()?;
+        let owed = {
+            let mut shm = self.shm();
+            if !shm.has_owed() {
+                drop(shm);
+                return self.framed.send(&[msg], &[]);
+            }
+            shm.take_owed()?
+        };
         let mut msgs: Vec<&Message> = owed.frames.iter().collect();
         msgs.push(msg);
         self.framed.send(&msgs, &owed.fds)
+    }
+
+    /// Whether anything (releases, announcements) is waiting to be sent.
+    pub fn has_owed(&self) -> bool {
+        self.shm().has_owed()
     }
 
     /// Sends only what is owed (releases, announcements), if anything.

@@ -83,7 +83,7 @@ impl ShmState {
     }
 
     pub fn has_owed(&self) -> bool {
-        !self.announce.is_empty() || !self.releases.is_empty()
+        !self.announce.is_empty() || !self.releases.is_empty() || self.pool.has_retired()
     }
 
     /// Takes everything owed to the peer, in the order it must be sent.

@@ -59,44 +59,20 @@ def _resolve(target: str) -> Callable[..., Any]:
     return obj
 
 
-def _send_error(link, cid: int, exc: BaseException) -> None:
+def _describe(exc: BaseException, tb: Any) -> tuple[str, str, str, tuple[Any, ...], str]:
+    """What the host needs to re-raise ``exc``: class, message, args, traceback."""
     t = type(exc)
     try:
         message = str(exc)
     except Exception:
         message = f"<unprintable {t.__qualname__}>"
-    tb = "".join(traceback.format_exception(t, exc, exc.__traceback__))
-    link.error(cid, t.__module__, t.__qualname__, message, tuple(exc.args), tb)
+    text = "".join(traceback.format_exception(t, exc, tb))
+    return t.__module__, t.__qualname__, message, tuple(exc.args), text
 
 
 def serve(link) -> None:
-    targets: dict[str, Callable[..., Any]] = {}
-    while True:
-        msg = link.recv()
-        if msg is None:
-            return
-        cid, target, args, kwargs, err = msg
-        msg = None
-        if err is None:
-            try:
-                fn = targets.get(target)
-                if fn is None:
-                    fn = targets[target] = _resolve(target)
-                result = fn(*args, **kwargs)
-                # Copy the result into our pool, then drop every view of the host's regions
-                # so their releases go out in front of the reply.
-                encoded = link.encode(result)
-                args = kwargs = result = None
-                link.reply(cid, encoded)
-            except BaseException as e:  # everything goes back to the host
-                err = e
-            args = kwargs = result = encoded = None
-        if err is not None:
-            _send_error(link, cid, err)
-            err = None
-        # The call's argument views are gone now: let the host reuse their regions.
-        args = kwargs = None
-        link.flush()
+    """Runs calls until the host says stop (the loop itself is in the core)."""
+    link.serve(_resolve, _describe)
 
 
 def main() -> None:

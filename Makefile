@@ -12,7 +12,6 @@ PY_DIRS     := python tests bench examples
 # Extra pytest arguments: `make test PYTEST_ARGS="-k wire -x"`. PYTEST_ADDOPTS in the
 # environment is honoured by pytest directly (make passes the environment through).
 PYTEST_ARGS ?=
-FUZZ_TARGET  ?= frame_decoder
 FUZZ_SECONDS ?= 60
 
 # pyo3's build script (cargo clippy/test as well as maturin) uses the venv interpreter, so all
@@ -22,7 +21,7 @@ export PYO3_PYTHON := $(PY)
 # Tools run with the venv "active" (maturin develop installs into $VIRTUAL_ENV).
 VENV_ENV := VIRTUAL_ENV="$(VENV)" PATH="$(VENV)/bin:$$PATH"
 
-.PHONY: setup build lint test bench demo fmt clean fuzz
+.PHONY: setup build lint test bench demo fmt clean fuzz lock
 
 setup:
 	bash scripts/bootstrap.sh
@@ -55,15 +54,14 @@ fmt: setup
 clean:
 	rm -rf target .venv .envs
 
-# Runs the committed cargo-fuzz target (fuzz/) for FUZZ_SECONDS. cargo-fuzz needs a nightly
-# toolchain and `cargo install cargo-fuzz`; explains instead of failing when either is missing.
+# Runs each cargo-fuzz target (fuzz/) for FUZZ_SECONDS, installing cargo-fuzz if needed.
+# Stable Rust is enough (scripts/fuzz-short.sh sets RUSTC_BOOTSTRAP for the sanitizer flags).
 fuzz:
-	@if ! cargo fuzz --version >/dev/null 2>&1; then \
-	  echo "cargo-fuzz is not installed. Install it with: cargo install cargo-fuzz"; \
-	  echo "then run: make fuzz   (or: cargo +nightly fuzz run $(FUZZ_TARGET))"; \
-	elif ! rustup run nightly rustc --version >/dev/null 2>&1; then \
-	  echo "cargo-fuzz needs a nightly toolchain. Install it with: rustup toolchain install nightly"; \
-	  echo "then run: make fuzz   (or: cargo +nightly fuzz run $(FUZZ_TARGET))"; \
-	else \
-	  set -x; cargo +nightly fuzz run $(FUZZ_TARGET) -- -max_total_time=$(FUZZ_SECONDS); \
-	fi
+	cargo fuzz --version >/dev/null 2>&1 || cargo install --locked cargo-fuzz
+	bash scripts/fuzz-short.sh $(FUZZ_SECONDS)
+
+# Re-resolves the pinned requirement files from their .in files (every transitive pin).
+lock: setup
+	$(VENV)/bin/uv pip compile -q --python-version 3.11 requirements/dev.in -o requirements/dev.txt
+	$(VENV)/bin/uv pip compile -q --python-version 3.10 requirements/worker-py310-numpy1.in -o requirements/worker-py310-numpy1.txt
+	$(VENV)/bin/uv pip compile -q --python-version 3.12 requirements/worker-py312-torch.in -o requirements/worker-py312-torch.txt

@@ -48,6 +48,9 @@ pub struct WorkerProcess {
     exit: Arc<ExitState>,
     stderr_tail: Arc<Tail>,
     hello: Hello,
+    /// One heartbeat in flight at a time, so that concurrent pings never take each other's
+    /// pong.
+    pings: Mutex<u64>,
 }
 
 impl WorkerProcess {
@@ -205,6 +208,7 @@ impl WorkerProcess {
             exit,
             stderr_tail,
             hello,
+            pings: Mutex::new(0),
         })
     }
 
@@ -246,7 +250,9 @@ impl WorkerProcess {
     /// Round trip on the control lane, answered by the worker without its Python thread, so it
     /// works while a call is running.
     pub fn ping(&self, timeout: Duration) -> Result<Duration, LaneError> {
-        let seq = Instant::now().elapsed().as_nanos() as u64 ^ self.pid as u64;
+        let mut last = self.pings.lock().unwrap_or_else(|p| p.into_inner());
+        *last += 1;
+        let seq = *last;
         let start = Instant::now();
         self.control.send(&Message::Ping { seq })?;
         loop {

@@ -1,0 +1,198 @@
+//! Real worker processes without Python: this test binary re-executes itself as the worker
+//! (the `fake_worker` entry below runs only when `AIRLOCK_FAKE_WORKER` is set).
+
+use std::io::BufRead;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use airlock_shm::PoolConfig;
+use airlock_supervisor::{
+    ExitDescription, LaneError, OutputSink, SpawnError, Stream, WorkerIdentity, WorkerProcess,
+    WorkerSpec,
+};
+use airlock_wire::{HandshakeError, Message, Token, Value};
+
+#[derive(Default)]
+struct Collect(Mutex<Vec<String>>);
+
+impl OutputSink for Collect {
+    fn emit(&self, _worker: &str, _stream: &Stream, line: &str) {
+        self.0.lock().unwrap().push(line.to_owned());
+    }
+}
+
+fn spec(mode: &str) -> WorkerSpec {
+    let exe = std::env::current_exe().unwrap();
+    WorkerSpec {
+        name: format!("fake-{mode}"),
+        python: exe,
+        args: ["fake_worker", "--exact", "--nocapture", "--test-threads=1"]
+            .iter()
+            .map(Into::into)
+            .collect(),
+        env: vec![("AIRLOCK_FAKE_WORKER".into(), mode.into())],
+        cwd: None,
+        connect_timeout: Duration::from_secs(20),
+        pool: PoolConfig::default(),
+    }
+}
+
+fn parse_token(hex: &str) -> Token {
+    let mut t = [0u8; 32];
+    for (i, b) in t.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    Token(t)
+}
+
+/// The worker side. A no-op unless this binary was started as a fake worker.
+#[test]
+fn fake_worker() {
+    let Ok(mode) = std::env::var("AIRLOCK_FAKE_WORKER") else {
+        return;
+    };
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).unwrap();
+    let mut token = parse_token(line.trim());
+    if mode == "bad-token" {
+        token.0[0] ^= 1;
+    }
+    let socket = std::env::var("AIRLOCK_SOCKET").unwrap();
+    let id = WorkerIdentity {
+        python: "fake".into(),
+        torch: None,
+        numpy: None,
+    };
+    let connected =
+        airlock_supervisor::connect(socket.as_ref(), token, &id, PoolConfig::default(), || {
+            std::process::exit(0)
+        });
+    let Ok((lane, _generation, _name)) = connected else {
+        std::process::exit(2);
+    };
+    eprintln!("fake worker ready");
+    while let Ok(Some(msg)) = lane.recv() {
+        match msg {
+            Message::Call {
+                id, target, args, ..
+            } => {
+                if target == "die" {
+                    eprintln!("dying on purpose");
+                    // SIGTERM rather than abort: no core file, whatever the ulimit.
+                    // SAFETY: raising a signal at ourselves.
+                    unsafe { libc::raise(libc::SIGTERM) };
+                }
+                if target == "sleep" {
+                    std::thread::sleep(Duration::from_secs(30));
+                }
+                lane.send(&Message::Reply { id, value: args }).unwrap();
+            }
+            Message::Shutdown => break,
+            _ => {}
+        }
+    }
+    std::process::exit(0);
+}
+
+fn start(mode: &str, sink: Arc<Collect>) -> Result<WorkerProcess, SpawnError> {
+    WorkerProcess::spawn(&spec(mode), 1, sink)
+}
+
+#[test]
+fn spawn_call_and_orderly_shutdown() {
+    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+        return;
+    }
+    let w = start("echo", Arc::default()).unwrap();
+    assert_eq!(w.generation(), 1);
+    assert_eq!(w.hello().python, "fake");
+    let args = Value::Tuple(vec![Value::Int(7), Value::Str("x".into())]);
+    w.call_lane()
+        .send(&Message::Call {
+            id: 9,
+            target: "echo".into(),
+            args: args.clone(),
+            kwargs: Value::Dict(vec![]),
+        })
+        .unwrap();
+    assert_eq!(
+        w.call_lane().recv().unwrap(),
+        Some(Message::Reply { id: 9, value: args })
+    );
+    assert!(w.ping(Duration::from_secs(5)).is_ok());
+    assert_eq!(w.shutdown(Duration::from_secs(5)), ExitDescription::Code(0));
+}
+
+#[test]
+fn death_mid_call_wakes_the_caller_with_status_and_stderr() {
+    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+        return;
+    }
+    let sink = Arc::new(Collect::default());
+    let w = start("echo", sink.clone()).unwrap();
+    let lane = w.call_lane().clone();
+    lane.send(&Message::Call {
+        id: 1,
+        target: "die".into(),
+        args: Value::None,
+        kwargs: Value::None,
+    })
+    .unwrap();
+    let start = Instant::now();
+    let got = lane.recv();
+    assert!(matches!(got, Ok(None) | Err(LaneError::Io(_))), "{got:?}");
+    let died = w.died("a call to 'die'");
+    assert!(start.elapsed() < Duration::from_secs(2));
+    assert_eq!(died.status, ExitDescription::Signal(libc::SIGTERM));
+    let text = died.to_string();
+    assert!(
+        text.contains("fake-echo") && text.contains("SIGTERM"),
+        "{text}"
+    );
+    assert!(text.contains("dying on purpose"), "{text}");
+}
+
+#[test]
+fn a_killed_worker_is_noticed_while_the_caller_waits() {
+    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+        return;
+    }
+    let w = Arc::new(start("echo", Arc::default()).unwrap());
+    let lane = w.call_lane().clone();
+    lane.send(&Message::Call {
+        id: 1,
+        target: "sleep".into(),
+        args: Value::None,
+        kwargs: Value::None,
+    })
+    .unwrap();
+    let killer = {
+        let w = w.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            w.kill();
+            Instant::now()
+        })
+    };
+    let got = lane.recv();
+    let woke = Instant::now();
+    let killed = killer.join().unwrap();
+    assert!(matches!(got, Ok(None) | Err(LaneError::Io(_))), "{got:?}");
+    assert!(woke.duration_since(killed) < Duration::from_millis(100));
+    assert_eq!(
+        w.wait_exit(Duration::from_secs(1)),
+        Some(ExitDescription::Signal(libc::SIGKILL))
+    );
+}
+
+#[test]
+fn wrong_token_is_refused_at_the_handshake() {
+    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+        return;
+    }
+    match start("bad-token", Arc::default()) {
+        Err(SpawnError::Handshake(HandshakeError::BadToken)) => {}
+        Err(e) => panic!("expected a bad-token refusal, got {e}"),
+        Ok(_) => panic!("a worker with the wrong token was accepted"),
+    }
+}

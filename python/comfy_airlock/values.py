@@ -109,28 +109,15 @@ _NUMPY_EXOTIC = {
 _warned_raw: set[str] = set()
 
 
-def _torch():
-    return sys.modules.get("torch")
-
-
-def _numpy():
-    np = sys.modules.get("numpy")
-    if np is None:
+def _optional(name: str):
+    """The module if it is installed here (imported on first need), else None."""
+    module = sys.modules.get(name)
+    if module is None:
         try:
-            np = importlib.import_module("numpy")
+            module = importlib.import_module(name)
         except ImportError:
             return None
-    return np
-
-
-def _import_torch():
-    t = sys.modules.get("torch")
-    if t is None:
-        try:
-            t = importlib.import_module("torch")
-        except ImportError:
-            return None
-    return t
+    return module
 
 
 def _numpy_dtype(np, name: str):
@@ -220,7 +207,7 @@ def encode_other(lane, obj):
     codec = _BY_TYPE.get(type(obj))
     if codec is not None:
         return ("x", codec.name, codec.encode(obj))
-    torch = _torch()
+    torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
         return _encode_torch(lane, torch, obj)
     np = sys.modules.get("numpy")
@@ -313,10 +300,10 @@ def _encode_numpy(lane, np, a):
 
 def decode_tensor(lane, kind, dtype, shape, strides, region, device):
     """Called by the core for each received tensor: a zero-copy view of the peer's region."""
-    torch = _import_torch() if kind == "torch" else None
-    np = None if torch is not None else _numpy()
+    torch = _optional("torch") if kind == "torch" else None
+    np = None if torch is not None else _optional("numpy")
     if torch is None and np is None:
-        torch = _import_torch()
+        torch = _optional("torch")
         if torch is None:
             raise TypeError("received a tensor, but neither torch nor numpy is installed here")
     if region is not None and region[0] == lane.side:

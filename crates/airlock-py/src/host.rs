@@ -161,9 +161,6 @@ impl Worker {
     ) -> PyResult<Bound<'py, PyAny>> {
         let _serial = slot_lock(py, &self.calls);
         let (process, lane) = self.running(py)?;
-        if let Err(e) = process.call_lane().absorb_ready() {
-            return Err(self.fail(py, &process, target, e));
-        }
         let mut enc = Encoder::new(&lane);
         let encoded = enc.encode(args.as_any()).and_then(|a| {
             let k = match kwargs {
@@ -195,7 +192,7 @@ impl Worker {
                 Some(m @ (Message::Reply { .. } | Message::Error { .. })) => Ok(m),
                 Some(other) => Err(LaneError::Protocol(format!(
                     "unexpected {} on the call lane",
-                    variant(&other)
+                    other.kind()
                 ))),
                 None => Err(LaneError::Closed),
             }
@@ -207,7 +204,7 @@ impl Worker {
         match reply {
             Message::Reply { id: rid, value } if rid == id => decode(py, &lane, value),
             Message::Error { id: rid, error } if rid == id => {
-                Err(remote_error(py, &self.spec.name, error))
+                Err(remote_error(py, &lane, &self.spec.name, error))
             }
             _ => Err(self.fail(
                 py,
@@ -303,29 +300,17 @@ impl Worker {
     }
 }
 
-fn variant(m: &Message) -> &'static str {
-    match m {
-        Message::Segment { .. } => "Segment",
-        Message::Call { .. } => "Call",
-        Message::Hello(_) => "Hello",
-        _ => "message",
-    }
-}
-
-fn remote_error(py: Python<'_>, worker: &str, e: RemoteException) -> PyErr {
+fn remote_error<'py>(
+    py: Python<'py>,
+    lane: &Bound<'py, Lane>,
+    worker: &str,
+    e: RemoteException,
+) -> PyErr {
     let build = || -> PyResult<PyErr> {
         let h = hooks(py)?;
-        let args = match e.args {
-            Value::Tuple(items) => {
-                // Exception args are plain values; tensors in them would need a lane.
-                let mut out = Vec::new();
-                for v in items {
-                    out.push(plain(py, v)?);
-                }
-                PyTuple::new(py, out)?
-            }
-            _ => PyTuple::empty(py),
-        };
+        let args = decode(py, lane, e.args)?
+            .cast_into::<PyTuple>()
+            .unwrap_or_else(|_| PyTuple::empty(py));
         let exc = h.make_exception.bind(py).call1((
             worker,
             &e.module,
@@ -337,21 +322,4 @@ fn remote_error(py: Python<'_>, worker: &str, e: RemoteException) -> PyErr {
         Ok(PyErr::from_value(exc))
     };
     build().unwrap_or_else(|err| err)
-}
-
-/// Decodes a value that cannot hold tensors (exception arguments).
-fn plain(py: Python<'_>, v: Value) -> PyResult<Bound<'_, PyAny>> {
-    use pyo3::types::{PyBool, PyFloat, PyString};
-    Ok(match v {
-        Value::None => py.None().into_bound(py),
-        Value::Bool(b) => PyBool::new(py, b).to_owned().into_any(),
-        Value::Int(i) => i.into_pyobject(py)?.into_any(),
-        Value::Float(f) => PyFloat::new(py, f).into_any(),
-        Value::Str(s) => PyString::new(py, &s).into_any(),
-        _ => {
-            return Err(pyo3::exceptions::PyTypeError::new_err(
-                "complex exception args",
-            ));
-        }
-    })
 }

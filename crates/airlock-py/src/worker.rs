@@ -91,66 +91,6 @@ impl WorkerLink {
         self.lane_obj.bind(py).clone()
     }
 
-    /// The next call as `(id, target, args, kwargs, error)`: `error` is set (and args/kwargs
-    /// are None) when the arguments could not be decoded. None when the host asks us to stop
-    /// or is gone.
-    #[allow(clippy::type_complexity)]
-    fn recv<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<
-        Option<(
-            u64,
-            String,
-            Bound<'py, PyAny>,
-            Bound<'py, PyAny>,
-            Option<PyErr>,
-        )>,
-    > {
-        let lane = self.lane.clone();
-        let msg = py
-            .detach(|| lane.recv())
-            .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))?;
-        match msg {
-            None | Some(Message::Shutdown) => Ok(None),
-            Some(Message::Call {
-                id,
-                target,
-                args,
-                kwargs,
-            }) => {
-                let lane = self.lane_obj.bind(py);
-                let decoded = decode(py, lane, args).and_then(|a| {
-                    let k = decode(py, lane, kwargs)?;
-                    Ok((a, k))
-                });
-                Ok(Some(match decoded {
-                    Ok((a, k)) => (id, target, a, k, None),
-                    Err(e) => (
-                        id,
-                        target,
-                        py.None().into_bound(py),
-                        py.None().into_bound(py),
-                        Some(e),
-                    ),
-                }))
-            }
-            Some(_) => Err(ProtocolError::new_err(
-                "unexpected message on the call lane",
-            )),
-        }
-    }
-
-    /// Sends pending releases now (after the views of a call's arguments died).
-    fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        if !self.lane.has_owed() {
-            return Ok(());
-        }
-        let l = self.lane.clone();
-        py.detach(|| l.flush())
-            .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))
-    }
-
     /// Runs calls until the host says stop or goes away: the worker's main loop, kept out of
     /// Python bytecode. `resolve(target)` returns the callable for `"module:qualname"` (cached
     /// here); `describe(exc, tb)` returns `(module, qualname, message, args, traceback)`.
@@ -230,11 +170,8 @@ impl WorkerLink {
                 }
             };
             let l = self.lane.clone();
-            py.detach(move || {
-                l.send(&msg)?;
-                l.flush()
-            })
-            .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))?;
+            py.detach(move || l.send(&msg))
+                .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))?;
         }
     }
 }

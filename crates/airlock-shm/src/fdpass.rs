@@ -37,23 +37,23 @@ pub fn send_with_fds(
     Ok(())
 }
 
-/// Reads what is available into `buf`, appending any received fds to `fds`. Returns 0 at end
-/// of stream. With `wait`, blocks for at least one byte; without, fails with `WouldBlock` when
-/// nothing is there.
+/// Reads what is available (at least one byte, blocking) into `buf`, appending any received fds
+/// to `fds`. Returns 0 at end of stream.
 pub fn recv_with_fds(
     sock: BorrowedFd<'_>,
     buf: &mut [u8],
     fds: &mut Vec<OwnedFd>,
-    wait: bool,
 ) -> std::io::Result<usize> {
-    let flags = if wait {
-        RecvFlags::CMSG_CLOEXEC
-    } else {
-        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT
-    };
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS_PER_READ))];
     let mut cmsg = RecvAncillaryBuffer::new(&mut space);
-    let msg = retry(|| rustix::net::recvmsg(sock, &mut [IoSliceMut::new(buf)], &mut cmsg, flags))?;
+    let msg = retry(|| {
+        rustix::net::recvmsg(
+            sock,
+            &mut [IoSliceMut::new(buf)],
+            &mut cmsg,
+            RecvFlags::CMSG_CLOEXEC,
+        )
+    })?;
     for m in cmsg.drain() {
         if let RecvAncillaryMessage::ScmRights(received) = m {
             fds.extend(received);
@@ -95,19 +95,14 @@ mod tests {
         send_with_fds(a.as_fd(), b"second", &[]).unwrap();
         let mut fds = Vec::new();
         let mut buf = [0u8; 64];
-        let n = recv_with_fds(b.as_fd(), &mut buf, &mut fds, true).unwrap();
+        let n = recv_with_fds(b.as_fd(), &mut buf, &mut fds).unwrap();
         assert_eq!(&buf[..n], b"first");
         assert_eq!(fds.len(), 1);
         let adopted = Segment::adopt(fds.pop().unwrap(), 4096).unwrap();
         assert_eq!(adopted.len(), 4096);
-        let n = recv_with_fds(b.as_fd(), &mut buf, &mut fds, true).unwrap();
+        let n = recv_with_fds(b.as_fd(), &mut buf, &mut fds).unwrap();
         assert_eq!(&buf[..n], b"second");
-        let err = recv_with_fds(b.as_fd(), &mut buf, &mut fds, false).unwrap_err();
-        assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
         drop(a);
-        assert_eq!(
-            recv_with_fds(b.as_fd(), &mut buf, &mut fds, true).unwrap(),
-            0
-        );
+        assert_eq!(recv_with_fds(b.as_fd(), &mut buf, &mut fds).unwrap(), 0);
     }
 }

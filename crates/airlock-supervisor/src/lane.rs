@@ -24,8 +24,6 @@ pub(crate) struct Framed {
 struct Reader {
     decoder: FrameDecoder,
     fds: VecDeque<OwnedFd>,
-    /// Messages read ahead by [`Framed::drain_ready`], returned by the next `recv`.
-    stash: VecDeque<Message>,
     eof: bool,
 }
 
@@ -36,7 +34,6 @@ impl Framed {
             reader: Mutex::new(Reader {
                 decoder: FrameDecoder::new(),
                 fds: VecDeque::new(),
-                stash: VecDeque::new(),
                 eof: false,
             }),
             writer: Mutex::new(Vec::with_capacity(4096)),
@@ -69,9 +66,6 @@ impl Framed {
     ) -> Result<Option<Message>, LaneError> {
         let mut r = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         let r = &mut *r;
-        if let Some(msg) = r.stash.pop_front() {
-            return Ok(Some(msg));
-        }
         loop {
             if let Some(msg) = r.decoder.next_message()? {
                 if let Some(msg) = absorb(msg, &mut r.fds)? {
@@ -83,43 +77,16 @@ impl Framed {
                 r.decoder.finish()?;
                 return Ok(None);
             }
-            self.fill(r, true)?;
-        }
-    }
-
-    /// Absorbs whatever has already arrived, without blocking; other messages are kept for the
-    /// next `recv`.
-    pub fn drain_ready(
-        &self,
-        mut absorb: impl FnMut(Message, &mut VecDeque<OwnedFd>) -> Result<Option<Message>, LaneError>,
-    ) -> Result<(), LaneError> {
-        let mut r = self.reader.lock().unwrap_or_else(|p| p.into_inner());
-        let r = &mut *r;
-        loop {
-            if let Some(msg) = r.decoder.next_message()? {
-                if let Some(msg) = absorb(msg, &mut r.fds)? {
-                    r.stash.push_back(msg);
-                }
-                continue;
-            }
-            if r.eof {
-                return Ok(());
-            }
-            match self.fill(r, false) {
-                Err(LaneError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    return Ok(());
-                }
-                other => other?,
-            }
+            self.fill(r)?;
         }
     }
 
     /// One read from the socket into the decoder.
-    fn fill(&self, r: &mut Reader, wait: bool) -> Result<(), LaneError> {
+    fn fill(&self, r: &mut Reader) -> Result<(), LaneError> {
         let spare = r.decoder.spare(READ_CHUNK);
         let spare_len = spare.len();
         let mut fds = Vec::new();
-        let n = match recv_with_fds(self.sock.as_fd(), spare, &mut fds, wait) {
+        let n = match recv_with_fds(self.sock.as_fd(), spare, &mut fds) {
             Ok(n) => n,
             // Our own shutdown after the peer died looks like a reset; either way, the end.
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => 0,
@@ -159,11 +126,6 @@ pub struct CallLane {
 }
 
 impl CallLane {
-    /// A call lane over a connected socket, for tests and tools that pair lanes themselves.
-    pub fn new(sock: UnixStream, side: Side, pool: PoolConfig) -> Self {
-        Self::from_framed(Framed::new(sock), side, pool)
-    }
-
     pub(crate) fn from_framed(framed: Framed, side: Side, pool: PoolConfig) -> Self {
         CallLane {
             framed,
@@ -190,37 +152,9 @@ impl CallLane {
         self.framed.send(&msgs, &owed.fds)
     }
 
-    /// Whether anything (releases, announcements) is waiting to be sent.
-    pub fn has_owed(&self) -> bool {
-        self.shm().has_owed()
-    }
-
-    /// Sends only what is owed (releases, announcements), if anything.
-    pub fn flush(&self) -> Result<(), LaneError> {
-        let owed = {
-            let mut shm = self.shm();
-            if !shm.has_owed() {
-                return Ok(());
-            }
-            shm.take_owed()?
-        };
-        let msgs: Vec<&Message> = owed.frames.iter().collect();
-        self.framed.send(&msgs, &owed.fds)
-    }
-
     /// The next call, reply or error from the peer; bookkeeping frames are applied on the way.
     pub fn recv(&self) -> Result<Option<Message>, LaneError> {
         self.framed.recv(|m, fds| self.shm().absorb(m, fds))
-    }
-
-    /// Applies releases (and announcements) the peer has already sent, without blocking, so
-    /// that the next allocation can reuse what the peer gave back since our last read. Only
-    /// reads when we have regions out, so an idle exchange costs no syscall.
-    pub fn absorb_ready(&self) -> Result<(), LaneError> {
-        if self.shm().pool_stats().leased_regions == 0 {
-            return Ok(());
-        }
-        self.framed.drain_ready(|m, fds| self.shm().absorb(m, fds))
     }
 
     /// Leases `len` bytes of our pool for a value about to be sent.

@@ -101,11 +101,18 @@ impl WorkerProcess {
         })?;
         drop(log_w);
         let pid = child.id() as i32;
-        let pidfd = rustix::process::pidfd_open(
+        let pidfd = match rustix::process::pidfd_open(
             Pid::from_raw(pid).expect("a child pid is positive"),
             PidfdFlags::empty(),
-        )
-        .map(Arc::new);
+        ) {
+            Ok(fd) => Arc::new(fd),
+            Err(e) => {
+                // Without a pidfd we cannot supervise it: do not leave it running.
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(SpawnError::SocketDir(e.into()));
+            }
+        };
         let stderr_tail = Arc::new(Tail::default());
         if let Some(out) = child.stdout.take() {
             forward(spec.name.clone(), Stream::Stdout, out, sink.clone(), None);
@@ -137,19 +144,10 @@ impl WorkerProcess {
         // `child` is dropped without waiting: from here the pidfd owns the process's end.
         drop(child);
 
-        let kill_now = |pidfd: &Result<Arc<OwnedFd>, _>| {
-            if let Ok(fd) = pidfd {
-                let _ = rustix::process::pidfd_send_signal(fd.as_ref(), Signal::KILL);
-            }
+        let kill_now = |pidfd: &OwnedFd| {
+            let _ = rustix::process::pidfd_send_signal(pidfd, Signal::KILL);
             if let Some(p) = Pid::from_raw(pid) {
                 let _ = rustix::process::kill_process_group(p, Signal::KILL);
-            }
-        };
-        let pidfd = match pidfd {
-            Ok(fd) => fd,
-            Err(e) => {
-                kill_now(&Err::<Arc<OwnedFd>, ()>(()));
-                return Err(SpawnError::SocketDir(e.into()));
             }
         };
         let accepted = accept_lanes(&sockdir, &pidfd, pid, &token, spec.connect_timeout);
@@ -157,7 +155,7 @@ impl WorkerProcess {
         let (call, control, hello) = match accepted {
             Ok(lanes) => lanes,
             Err(e) => {
-                kill_now(&Ok(pidfd.clone()));
+                kill_now(&pidfd);
                 return Err(match e {
                     Accept::Exited => SpawnError::ExitedEarly {
                         status: reap(&pidfd),
@@ -185,7 +183,7 @@ impl WorkerProcess {
         let control = Arc::new(ControlLane::from_framed(control));
         let welcomed = control.send(&welcome).and_then(|_| call.send(&welcome));
         if let Err(e) = welcomed {
-            kill_now(&Ok(pidfd.clone()));
+            kill_now(&pidfd);
             let _ = reap(&pidfd);
             return Err(SpawnError::Lane(e));
         }
@@ -394,7 +392,7 @@ fn accept_lanes(
             other => {
                 return Err(SpawnError::Lane(LaneError::Protocol(format!(
                     "expected Hello, got {}",
-                    variant_name(&other)
+                    other.kind()
                 )))
                 .into());
             }
@@ -433,23 +431,6 @@ fn accept_lanes(
     match (call, control, hello) {
         (Some(a), Some(b), Some(h)) => Ok((a, b, h)),
         _ => Err(Accept::Timeout),
-    }
-}
-
-pub(crate) fn variant_name(m: &Message) -> &'static str {
-    match m {
-        Message::Hello(_) => "Hello",
-        Message::Welcome { .. } => "Welcome",
-        Message::Reject { .. } => "Reject",
-        Message::Call { .. } => "Call",
-        Message::Reply { .. } => "Reply",
-        Message::Error { .. } => "Error",
-        Message::Segment { .. } => "Segment",
-        Message::Retire { .. } => "Retire",
-        Message::Release { .. } => "Release",
-        Message::Ping { .. } => "Ping",
-        Message::Pong { .. } => "Pong",
-        Message::Shutdown => "Shutdown",
     }
 }
 

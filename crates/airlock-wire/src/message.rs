@@ -92,6 +92,26 @@ pub enum Message {
     Shutdown,
 }
 
+impl Message {
+    /// The variant's name, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Hello(_) => "Hello",
+            Message::Welcome { .. } => "Welcome",
+            Message::Reject { .. } => "Reject",
+            Message::Call { .. } => "Call",
+            Message::Reply { .. } => "Reply",
+            Message::Error { .. } => "Error",
+            Message::Segment { .. } => "Segment",
+            Message::Retire { .. } => "Retire",
+            Message::Release { .. } => "Release",
+            Message::Ping { .. } => "Ping",
+            Message::Pong { .. } => "Pong",
+            Message::Shutdown => "Shutdown",
+        }
+    }
+}
+
 fn bounded_releases<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Region>, D::Error> {
     crate::value::bounded_vec(d, MAX_RELEASES, "regions in one release")
 }

@@ -8,11 +8,16 @@ VENV        := $(CURDIR)/.venv
 PY          := $(VENV)/bin/python
 RUFF        := $(VENV)/bin/ruff
 MATURIN     := $(VENV)/bin/maturin
-PY_DIRS     := python tests bench examples
+PY_DIRS     := python tests bench examples custom_node
 # Extra pytest arguments: `make test PYTEST_ARGS="-k wire -x"`. PYTEST_ADDOPTS in the
 # environment is honoured by pytest directly (make passes the environment through).
 PYTEST_ARGS ?=
 FUZZ_SECONDS ?= 60
+# The real ComfyUI 0.30.0 tree for tests/comfyui. `make setup` (scripts/bootstrap.sh ->
+# scripts/comfyui.sh) provisions it here; tests read $COMFYUI_DIR. Point it at another ComfyUI
+# to test against that one (a tree the script did not make is used as it is, never changed).
+COMFYUI_DIR ?= $(CURDIR)/.cache/comfyui/0.30.0/ComfyUI
+export COMFYUI_DIR
 
 # pyo3's build script (cargo clippy/test as well as maturin) uses the venv interpreter, so all
 # cargo invocations agree on the Python config and don't invalidate each other's builds.
@@ -21,8 +26,9 @@ export PYO3_PYTHON := $(PY)
 # Tools run with the venv "active" (maturin develop installs into $VIRTUAL_ENV).
 VENV_ENV := VIRTUAL_ENV="$(VENV)" PATH="$(VENV)/bin:$$PATH"
 
-.PHONY: setup build lint test bench demo fmt clean fuzz lock
+.PHONY: setup build lint test bench demo run fmt clean fuzz lock
 
+# Host venv (also ComfyUI's), worker envs, and the ComfyUI tree at $(COMFYUI_DIR).
 setup:
 	bash scripts/bootstrap.sh
 
@@ -43,8 +49,13 @@ test: lint build
 bench: build
 	$(VENV_ENV) $(PY) bench/run.py
 
+# Real ComfyUI on CPU with comfy-airlock and the example packs: a workflow over HTTP, the
+# result and the worker table printed, the server stopped. `make run` leaves it serving.
 demo: build
-	$(VENV_ENV) $(PY) examples/demo_core.py
+	$(VENV_ENV) $(PY) examples/demo_comfyui.py
+
+run: build
+	$(VENV_ENV) $(PY) examples/demo_comfyui.py --keep $(if $(PORT),--port $(PORT))
 
 fmt: setup
 	cargo fmt --all

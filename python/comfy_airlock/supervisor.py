@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,11 @@ class Worker:
     ``python`` is the interpreter (e.g. a venv's ``bin/python``, any CPython >= 3.10). Our
     runtime is put on its path from a private copy of this package; ``sys_path`` entries follow
     it. ``preload`` names modules the worker imports before its first call (where a pack
-    registers its codecs). ``env`` is the worker's whole environment (default: the host's). The process starts
-    at once and is started again, as a new generation, on the first call after it dies.
+    registers its codecs). ``env`` is the worker's whole environment (default: the host's).
+    ``on_event(topic, payload)`` receives what the worker sends with
+    :func:`comfy_airlock.worker.runtime.emit` while a call runs, on the calling thread. The
+    process starts at once and is started again, as a new generation, on the first call after
+    it dies.
 
     >>> with Worker("/usr/bin/python3") as w:  # doctest: +SKIP
     ...     w.call("math:sqrt", 2.0)
@@ -39,6 +42,7 @@ class Worker:
         name: str | None = None,
         cwd: str | os.PathLike[str] | None = None,
         connect_timeout: float = 60.0,
+        on_event: Callable[[str, Any], None] | None = None,
     ) -> None:
         python = os.fspath(python)
         if not os.access(python, os.X_OK):
@@ -60,6 +64,7 @@ class Worker:
             sorted(environ.items()),
             os.fspath(cwd) if cwd is not None else None,
             connect_timeout,
+            on_event,
         )
 
     def call(self, target: str, /, *args: Any, **kwargs: Any) -> Any:

@@ -41,6 +41,24 @@ create_exception!(
     AirlockError,
     "An exception raised in the worker whose class cannot be re-created in the host."
 );
+create_exception!(
+    comfy_airlock,
+    EnvError,
+    AirlockError,
+    "A pack's environment could not be prepared; the message starts with the pack's name."
+);
+create_exception!(
+    comfy_airlock,
+    ConfigError,
+    EnvError,
+    "A pack's airlock.toml or comfy-env.toml is missing or invalid (names file, line and key)."
+);
+create_exception!(
+    comfy_airlock,
+    EnvMissing,
+    EnvError,
+    "A pack's environment is not built or out of date, and building was not asked for."
+);
 
 pub fn died(e: &CoreDied) -> PyErr {
     Python::attach(|py| {

@@ -41,6 +41,8 @@ pub struct Worker {
     slot: Mutex<Slot>,
     calls: Mutex<()>,
     next_id: AtomicU64,
+    /// `on_event(topic, payload)` for [`Message::Event`]s of a running call.
+    on_event: Option<Py<PyAny>>,
 }
 
 /// Locks without deadlocking against a thread that holds the lock and waits for the GIL.
@@ -113,7 +115,8 @@ impl Worker {
 impl Worker {
     /// Starts the worker. `env` is its whole environment as `(name, value)` pairs.
     #[new]
-    #[pyo3(signature = (name, python, args, env, cwd=None, connect_timeout=60.0))]
+    #[pyo3(signature = (name, python, args, env, cwd=None, connect_timeout=60.0, on_event=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         name: String,
@@ -122,6 +125,7 @@ impl Worker {
         env: Vec<(OsString, OsString)>,
         cwd: Option<PathBuf>,
         connect_timeout: f64,
+        on_event: Option<Py<PyAny>>,
     ) -> PyResult<Worker> {
         let pool = PoolConfig {
             name: format!("airlock-{name}"),
@@ -145,6 +149,7 @@ impl Worker {
             }),
             calls: Mutex::new(()),
             next_id: AtomicU64::new(1),
+            on_event,
         };
         w.running(py)?;
         Ok(w)
@@ -184,23 +189,53 @@ impl Worker {
             kwargs: k,
         };
         let call_lane = process.call_lane().clone();
-        let reply = py.detach(|| -> Result<Message, LaneError> {
-            call_lane.send(&msg)?;
+        if let Err(e) = py.detach(|| call_lane.send(&msg)) {
+            return Err(self.fail(py, &process, target, e));
+        }
+        // The first exception raised by an event handler (e.g. ComfyUI's progress hook on an
+        // interrupt) is raised once the reply is in: the lane stays in step either way.
+        let mut deferred: Option<PyErr> = None;
+        let reply = loop {
             // Bookkeeping frames (releases, segments) are absorbed by the lane; what comes
-            // out is the answer, and only one call is in flight.
-            match call_lane.recv()? {
-                Some(m @ (Message::Reply { .. } | Message::Error { .. })) => Ok(m),
-                Some(other) => Err(LaneError::Protocol(format!(
-                    "unexpected {} on the call lane",
-                    other.kind()
-                ))),
-                None => Err(LaneError::Closed),
+            // out is the answer or an event, and only one call is in flight.
+            let got = py.detach(|| call_lane.recv());
+            match got {
+                Ok(Some(Message::Event {
+                    id: eid,
+                    topic,
+                    payload,
+                })) => {
+                    if eid != id {
+                        continue; // a straggler of an earlier call: nobody is listening
+                    }
+                    let handled = decode(py, &lane, payload).and_then(|p| match &self.on_event {
+                        Some(h) => h.bind(py).call1((topic, p)).map(drop),
+                        None => Ok(()),
+                    });
+                    if let Err(e) = handled
+                        && deferred.is_none()
+                    {
+                        deferred = Some(e);
+                    }
+                }
+                Ok(Some(m @ (Message::Reply { .. } | Message::Error { .. }))) => break m,
+                Ok(Some(other)) => {
+                    let e = LaneError::Protocol(format!(
+                        "unexpected {} on the call lane",
+                        other.kind()
+                    ));
+                    return Err(self.fail(py, &process, target, e));
+                }
+                Ok(None) => return Err(self.fail(py, &process, target, LaneError::Closed)),
+                Err(e) => return Err(self.fail(py, &process, target, e)),
             }
-        });
-        let reply = match reply {
-            Ok(m) => m,
-            Err(e) => return Err(self.fail(py, &process, target, e)),
         };
+        if let Some(e) = deferred {
+            if let Message::Reply { value, .. } = reply {
+                drop(decode(py, &lane, value)); // its regions are released
+            }
+            return Err(e);
+        }
         match reply {
             Message::Reply { id: rid, value } if rid == id => decode(py, &lane, value),
             Message::Error { id: rid, error } if rid == id => {

@@ -1,7 +1,9 @@
 //! `comfy_airlock._native`: the Rust core as seen from Python. Bindings only; every concept
 //! lives in the `airlock-*` crates.
 
+mod cli;
 mod convert;
+mod env;
 mod errors;
 mod hooks;
 mod host;
@@ -28,4 +30,12 @@ mod _native {
 
     #[pymodule_export]
     const PROTOCOL_VERSION: u32 = airlock_wire::PROTOCOL_VERSION;
+
+    // Pack configs, environments and the `airlock` command.
+    #[pymodule_export]
+    use crate::cli::cli_main;
+    #[pymodule_export]
+    use crate::env::{discover_packs, ensure_env, pack_config};
+    #[pymodule_export]
+    use crate::errors::{ConfigError, EnvError, EnvMissing};
 }

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use airlock_shm::PoolConfig;
 use airlock_supervisor::{CallLane, WorkerIdentity};
@@ -56,6 +57,7 @@ pub fn connect(
         lane_obj,
         generation,
         name,
+        current: AtomicU64::new(0),
     })
 }
 
@@ -82,6 +84,8 @@ pub struct WorkerLink {
     generation: u64,
     #[pyo3(get)]
     name: String,
+    /// The id of the call running now; 0 between calls (ids start at 1).
+    current: AtomicU64,
 }
 
 #[pymethods]
@@ -89,6 +93,30 @@ impl WorkerLink {
     #[getter]
     fn lane<'py>(&self, py: Python<'py>) -> Bound<'py, Lane> {
         self.lane_obj.bind(py).clone()
+    }
+
+    /// Sends an event (progress, a preview, a UI message) to the host for the call running
+    /// now. It does not wait: the host handles it while it waits for the reply.
+    fn emit(&self, py: Python<'_>, topic: String, payload: &Bound<'_, PyAny>) -> PyResult<()> {
+        let id = self.current.load(Ordering::Acquire);
+        if id == 0 {
+            return Err(crate::errors::AirlockError::new_err(format!(
+                "event '{topic}' sent outside a call: the host only listens while a call runs"
+            )));
+        }
+        let lane = self.lane_obj.bind(py);
+        let mut enc = Encoder::new(lane);
+        let payload = match enc.encode(payload) {
+            Ok(v) => v,
+            Err(e) => {
+                enc.abandon();
+                return Err(e);
+            }
+        };
+        let msg = Message::Event { id, topic, payload };
+        let l = self.lane.clone();
+        py.detach(move || l.send(&msg))
+            .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))
     }
 
     /// Runs calls until the host says stop or goes away: the worker's main loop, kept out of
@@ -121,6 +149,7 @@ impl WorkerLink {
                     ));
                 }
             };
+            self.current.store(id, Ordering::Release);
             // Everything that references the host's regions (arguments, the result) lives in
             // this closure and is dropped before the reply is sent: their releases go first.
             let outcome = (|| -> PyResult<Value> {
@@ -146,6 +175,7 @@ impl WorkerLink {
                     }
                 }
             })();
+            self.current.store(0, Ordering::Release);
             let msg = match outcome {
                 Ok(value) => Message::Reply { id, value },
                 Err(err) => {

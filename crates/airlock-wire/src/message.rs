@@ -90,6 +90,14 @@ pub enum Message {
     },
     /// Finish what is running, then exit.
     Shutdown,
+    /// Worker → host, while call `id` runs: something the host's UI should know now (progress,
+    /// a preview, a `send_sync` message). Fire and forget: the worker never waits for an
+    /// answer, so an event cannot deadlock a call.
+    Event {
+        id: u64,
+        topic: String,
+        payload: Value,
+    },
 }
 
 impl Message {
@@ -108,6 +116,7 @@ impl Message {
             Message::Ping { .. } => "Ping",
             Message::Pong { .. } => "Pong",
             Message::Shutdown => "Shutdown",
+            Message::Event { .. } => "Event",
         }
     }
 }

@@ -197,6 +197,11 @@ fn every_message_variant_round_trips() {
         Message::Ping { seq: u64::MAX },
         Message::Pong { seq: 0 },
         Message::Shutdown,
+        Message::Event {
+            id: 7,
+            topic: "progress".into(),
+            payload: Value::Tuple(vec![Value::Int(1), Value::Int(4)]),
+        },
     ];
     let wire = encode_all(&msgs);
     for chunk in [1, 2, 3, 5, 64, wire.len()] {

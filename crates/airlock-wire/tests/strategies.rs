@@ -191,6 +191,11 @@ pub fn message() -> impl Strategy<Value = Message> {
         any::<u64>().prop_map(|seq| Message::Ping { seq }),
         any::<u64>().prop_map(|seq| Message::Pong { seq }),
         Just(Message::Shutdown),
+        (any::<u64>(), text(), value()).prop_map(|(id, topic, payload)| Message::Event {
+            id,
+            topic,
+            payload
+        }),
     ]
 }
 
@@ -245,6 +250,18 @@ pub fn message_eq(a: &Message, b: &Message) -> bool {
                 && ea.traceback == eb.traceback
                 && value_eq(&ea.args, &eb.args)
         }
+        (
+            Message::Event {
+                id: ia,
+                topic: ta,
+                payload: pa,
+            },
+            Message::Event {
+                id: ib,
+                topic: tb,
+                payload: pb,
+            },
+        ) => ia == ib && ta == tb && value_eq(pa, pb),
         _ => a == b,
     }
 }

@@ -70,8 +70,21 @@ def _describe(exc: BaseException, tb: Any) -> tuple[str, str, str, tuple[Any, ..
     return t.__module__, t.__qualname__, message, tuple(exc.args), text
 
 
+_link: Any = None
+
+
+def emit(topic: str, payload: Any = None) -> None:
+    """Sends an event to the host for the call running now (progress, previews, UI
+    messages). It does not wait for the host. Raises outside a call."""
+    if _link is None:
+        raise _native.AirlockError("not running inside a comfy-airlock worker")
+    _link.emit(topic, payload)
+
+
 def serve(link) -> None:
     """Runs calls until the host says stop (the loop itself is in the core)."""
+    global _link
+    _link = link
     link.serve(_resolve, _describe)
 
 

@@ -1,0 +1,497 @@
+//! Making sure a pack's environment exists: plan, check, resolve, build.
+//!
+//! 1. **Plan** (no uv, no network): read the config, decide on ComfyUI's requirements, find
+//!    the interpreter, compute the inputs hash.
+//! 2. **Check**: the pack's record names an env for these inputs, or the cached resolution of
+//!    these inputs names one; the env is complete when its marker exists and its interpreter
+//!    link still resolves. A complete env ends here: a ComfyUI start with unchanged packs costs
+//!    one interpreter probe per pack.
+//! 3. **Resolve** (only when the inputs are new): `uv pip compile` into
+//!    `<home>/resolutions/<inputs>/lock.txt`.
+//! 4. **Build** (only when the lock's env is missing): `uv venv` and `uv pip sync
+//!    --link-mode hardlink` in `<home>/envs/<key>/`, which packages are hard-linked into from
+//!    uv's cache; the lock copied beside it; a JSON record; the completion marker last. An env
+//!    without the marker is half-built (a crash, a full disk, Ctrl-C) and is removed and built
+//!    again. Steps 3 and 4 run under a per-resolution and a per-env `flock`.
+//!
+//! With `build = false` the steps that run uv are skipped and a missing or stale env is
+//! reported as [`BuildError::Missing`] instead; that is what ComfyUI's start uses, so that it
+//! never blocks on a download the user did not ask for.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::comfy::{self, ComfyReason};
+use crate::config::PackConfig;
+use crate::error::{BuildError, EnvError, IoOp, NotReady};
+use crate::flock::FileLock;
+use crate::home::{Home, pack_id};
+use crate::inputs::{Inputs, env_key, lock_packages};
+use crate::interpreter::{Finder, Interpreter};
+use crate::progress::Progress;
+use crate::record::{EnvRecord, PackRecord, now, read_json, write_atomic, write_json};
+use crate::requirement;
+use crate::uv::{RunLog, Uv, UvLocator};
+
+/// The completion marker of an env, written last.
+pub const COMPLETE_MARKER: &str = ".airlock-complete";
+/// The copy of the lock an env was synced from.
+pub const ENV_LOCK: &str = "airlock.lock";
+/// An env's JSON record.
+pub const ENV_RECORD: &str = "airlock-env.json";
+/// The lock file in a resolution folder.
+pub(crate) const RESOLVED_LOCK: &str = "lock.txt";
+
+/// Where and with what environments are built.
+#[derive(Debug, Clone)]
+pub struct EnvOptions {
+    pub home: Home,
+    /// ComfyUI's folder, for its requirements (needed only by packs that import ComfyUI).
+    pub comfyui_dir: Option<PathBuf>,
+    /// The running Python: the interpreter of packs that do not ask for one.
+    pub host_python: Option<PathBuf>,
+    pub uv: UvLocator,
+}
+
+/// A pack's ready environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnvInfo {
+    pub name: String,
+    pub pack_dir: PathBuf,
+    pub pack_id: String,
+    /// The env's interpreter, `<env_dir>/bin/python`.
+    pub python: PathBuf,
+    pub env_dir: PathBuf,
+    pub key: String,
+    pub lock_path: PathBuf,
+    pub log_path: PathBuf,
+    /// Whether uv ran for this call (a resolution, an env, or both).
+    pub built: bool,
+    pub env_vars: BTreeMap<String, String>,
+    pub entry: Option<String>,
+    /// Whether ComfyUI's requirements are in the env.
+    pub comfy: bool,
+    pub inputs_hash: String,
+    /// The interpreter the env was created from.
+    pub interpreter: Interpreter,
+}
+
+/// What a pack's env must be, computed without running uv.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub config: PackConfig,
+    pub pack_id: String,
+    pub comfy: Option<ComfyReason>,
+    pub inputs: Inputs,
+    pub inputs_hash: String,
+}
+
+/// Whether a pack's env can be used now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvState {
+    Ready(Box<EnvInfo>),
+    NotReady(NotReady),
+}
+
+/// What is on disk for an env key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvCheck {
+    Complete,
+    Absent,
+    HalfBuilt,
+    InterpreterGone(PathBuf),
+}
+
+/// The state of the env in `env_dir`.
+pub fn check_env(env_dir: &Path) -> EnvCheck {
+    if !env_dir.exists() {
+        return EnvCheck::Absent;
+    }
+    if !env_dir.join(COMPLETE_MARKER).is_file() {
+        return EnvCheck::HalfBuilt;
+    }
+    let python = env_python(env_dir);
+    // `exists` follows the venv's link to its base interpreter.
+    if !python.exists() {
+        return EnvCheck::InterpreterGone(python);
+    }
+    EnvCheck::Complete
+}
+
+/// The interpreter of the env in `env_dir`.
+pub fn env_python(env_dir: &Path) -> PathBuf {
+    env_dir.join("bin").join("python")
+}
+
+/// Makes sure the pack in `pack_dir` has its environment, building it when `build` is true.
+///
+/// With `build = false`, a missing, stale or broken env is [`BuildError::Missing`].
+pub fn ensure_env(
+    pack_dir: &Path,
+    opts: &EnvOptions,
+    build: bool,
+    progress: &dyn Progress,
+) -> Result<EnvInfo, EnvError> {
+    let config = PackConfig::load(pack_dir)?;
+    let name = config.name.clone();
+    let result = ensure_config(config, opts, build, progress);
+    progress.finish(&name);
+    result.map_err(|kind| EnvError::build(&name, kind))
+}
+
+fn ensure_config(
+    config: PackConfig,
+    opts: &EnvOptions,
+    build: bool,
+    progress: &dyn Progress,
+) -> Result<EnvInfo, BuildError> {
+    let name = config.name.clone();
+    let id = pack_id(&name, &config.dir);
+    let log = RunLog::new(&name, opts.home.log(&id), progress);
+    let uv = opts.uv.locate();
+    let plan = plan_config(config, opts, uv.as_ref().ok(), build.then_some(&log))?;
+    match state_of(&plan, opts) {
+        EnvState::Ready(info) => {
+            // Best effort: the record only serves `doctor` and `gc`, and a read-only home
+            // must not stop a ready env from being used.
+            let _ = record(&plan, &info, opts);
+            return Ok(*info);
+        }
+        EnvState::NotReady(why) if !build => return Err(BuildError::Missing(why)),
+        EnvState::NotReady(_) => {}
+    }
+    let uv = uv?;
+    let resolution = opts.home.resolution_dir(&plan.inputs_hash);
+    let (lock_text, resolved) = match fs::read_to_string(resolution.join(RESOLVED_LOCK)) {
+        Ok(text) => (text, false),
+        Err(_) => (resolve(&plan, &uv, opts, &log)?, true),
+    };
+    let key = env_key(&lock_text, &plan.inputs.interpreter);
+    let created = build_env(&plan, &uv, &lock_text, &key, opts, &log)?;
+    let info = info(&plan, opts, &key, resolved || created);
+    record(&plan, &info, opts)?;
+    Ok(info)
+}
+
+/// Whether the pack in `pack_dir` has a usable env, without building anything.
+pub fn env_state(pack_dir: &Path, opts: &EnvOptions) -> Result<(Plan, EnvState), EnvError> {
+    let plan = plan(pack_dir, opts)?;
+    let state = state_of(&plan, opts);
+    Ok((plan, state))
+}
+
+/// Plans the env of the pack in `pack_dir` (config, ComfyUI requirements, interpreter, hash).
+pub fn plan(pack_dir: &Path, opts: &EnvOptions) -> Result<Plan, EnvError> {
+    let config = PackConfig::load(pack_dir)?;
+    let name = config.name.clone();
+    let uv = opts.uv.locate().ok();
+    plan_config(config, opts, uv.as_ref(), None).map_err(|k| EnvError::build(&name, k))
+}
+
+fn plan_config(
+    config: PackConfig,
+    opts: &EnvOptions,
+    uv: Option<&Uv>,
+    build_log: Option<&RunLog<'_>>,
+) -> Result<Plan, BuildError> {
+    let comfy = match config.comfy {
+        Some(true) => Some(ComfyReason::Forced),
+        Some(false) => None,
+        None => comfy::find_comfy_import(&config.dir)
+            .map_err(BuildError::io(IoOp::Scan, &config.dir))?
+            .map(ComfyReason::Imports),
+    };
+    let comfy_requirements = match (&comfy, &opts.comfyui_dir) {
+        (None, _) => Vec::new(),
+        (Some(reason), None) => return Err(BuildError::NoComfyUi(reason.clone())),
+        (Some(_), Some(dir)) => {
+            comfy::core_requirements(dir).map_err(|source| BuildError::ComfyRequirements {
+                path: comfy::requirements_path(dir),
+                source,
+            })?
+        }
+    };
+    let finder = Finder {
+        home: &opts.home,
+        host_python: opts.host_python.as_deref(),
+        uv,
+        may_install: build_log.is_some(),
+        log: build_log,
+    };
+    let interpreter = finder.find(config.python.as_deref())?;
+    let inputs = Inputs {
+        python_request: config.python.clone(),
+        interpreter,
+        pack_requirements: config.dependencies.clone(),
+        comfy_requirements,
+        index_url: config.index_url.clone(),
+        extra_index_urls: config.extra_index_urls.clone(),
+        find_links: config.find_links.clone(),
+    };
+    Ok(Plan {
+        pack_id: pack_id(&config.name, &config.dir),
+        inputs_hash: inputs.hash(),
+        config,
+        comfy,
+        inputs,
+    })
+}
+
+fn state_of(plan: &Plan, opts: &EnvOptions) -> EnvState {
+    let home = &opts.home;
+    let record: Option<PackRecord> = read_json(&home.pack_record(&plan.pack_id));
+    if let Some(r) = &record {
+        if r.inputs_hash == plan.inputs_hash
+            && check_env(&home.env_dir(&r.env_key)) == EnvCheck::Complete
+        {
+            return EnvState::Ready(Box::new(info(plan, opts, &r.env_key, false)));
+        }
+    }
+    let lock = fs::read_to_string(home.resolution_dir(&plan.inputs_hash).join(RESOLVED_LOCK));
+    let Ok(lock) = lock else {
+        return EnvState::NotReady(match record {
+            Some(_) => NotReady::Stale,
+            None => NotReady::Missing,
+        });
+    };
+    let key = env_key(&lock, &plan.inputs.interpreter);
+    let env_dir = home.env_dir(&key);
+    EnvState::NotReady(match check_env(&env_dir) {
+        EnvCheck::Complete => return EnvState::Ready(Box::new(info(plan, opts, &key, false))),
+        EnvCheck::Absent if record.is_some_and(|r| r.inputs_hash != plan.inputs_hash) => {
+            NotReady::Stale
+        }
+        EnvCheck::Absent => NotReady::Missing,
+        EnvCheck::HalfBuilt => NotReady::Broken {
+            env_dir,
+            reason: "half-built: a build did not finish".into(),
+        },
+        EnvCheck::InterpreterGone(p) => NotReady::Broken {
+            env_dir,
+            reason: format!("its interpreter {} no longer exists", p.display()),
+        },
+    })
+}
+
+fn info(plan: &Plan, opts: &EnvOptions, key: &str, built: bool) -> EnvInfo {
+    let env_dir = opts.home.env_dir(key);
+    EnvInfo {
+        name: plan.config.name.clone(),
+        pack_dir: plan.config.dir.clone(),
+        pack_id: plan.pack_id.clone(),
+        python: env_python(&env_dir),
+        lock_path: env_dir.join(ENV_LOCK),
+        log_path: opts.home.log(&plan.pack_id),
+        env_dir,
+        key: key.to_string(),
+        built,
+        env_vars: plan.config.env_vars.clone(),
+        entry: plan.config.entry.clone(),
+        comfy: plan.comfy.is_some(),
+        inputs_hash: plan.inputs_hash.clone(),
+        interpreter: plan.inputs.interpreter.clone(),
+    }
+}
+
+/// Writes the pack's record when it changed.
+fn record(plan: &Plan, info: &EnvInfo, opts: &EnvOptions) -> Result<(), BuildError> {
+    let path = opts.home.pack_record(&plan.pack_id);
+    let mut new = PackRecord {
+        name: info.name.clone(),
+        pack_dir: info.pack_dir.clone(),
+        inputs_hash: info.inputs_hash.clone(),
+        env_key: info.key.clone(),
+        env_dir: info.env_dir.clone(),
+        python: info.python.clone(),
+        interpreter: info.interpreter.clone(),
+        comfyui_dir: opts.comfyui_dir.clone(),
+        host_python: opts.host_python.clone(),
+        comfy: info.comfy,
+        updated: 0,
+    };
+    if let Some(old) = read_json::<PackRecord>(&path) {
+        new.updated = old.updated;
+        if old == new {
+            return Ok(());
+        }
+    }
+    new.updated = now();
+    write_json(&path, &new).map_err(BuildError::io(IoOp::Write, path))
+}
+
+/// Takes a lock, saying so when another process holds it.
+fn lock(path: PathBuf, log: &RunLog<'_>) -> Result<FileLock, BuildError> {
+    let lock_err = BuildError::io(IoOp::Lock, &path);
+    match FileLock::try_exclusive(&path) {
+        Ok(Some(l)) => Ok(l),
+        Ok(None) => {
+            log.phase("waiting for another build of the same environment");
+            FileLock::exclusive(&path).map_err(lock_err)
+        }
+        Err(e) => Err(lock_err(e)),
+    }
+}
+
+/// The requirement uv's message is about: one of the pack's, else one of ComfyUI's.
+fn culprit(plan: &Plan, message: &[String]) -> Option<String> {
+    let text = message.join("\n");
+    requirement::find_mentioned(&text, &plan.inputs.pack_requirements)
+        .or_else(|| requirement::find_mentioned(&text, &plan.inputs.comfy_requirements))
+        .cloned()
+}
+
+fn resolve(
+    plan: &Plan,
+    uv: &Uv,
+    opts: &EnvOptions,
+    log: &RunLog<'_>,
+) -> Result<String, BuildError> {
+    let home = &opts.home;
+    let dir = home.resolution_dir(&plan.inputs_hash);
+    let _lock = lock(home.lock_file(&format!("res-{}", plan.inputs_hash)), log)?;
+    let done = dir.join(RESOLVED_LOCK);
+    if let Ok(text) = fs::read_to_string(&done) {
+        return Ok(text);
+    }
+    fs::create_dir_all(&dir).map_err(BuildError::io(IoOp::Create, &dir))?;
+    let req_in = dir.join("requirements.in");
+    write_atomic(&req_in, plan.inputs.requirements_in().as_bytes())
+        .map_err(BuildError::io(IoOp::Write, &req_in))?;
+    let tmp = dir.join(format!("lock.{}.tmp", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    let n = plan.inputs.requirements().count();
+    log.phase(&format!(
+        "resolving {n} requirement{} for {} (uv pip compile)",
+        if n == 1 { "" } else { "s" },
+        plan.inputs.interpreter.describe()
+    ));
+    let mut args: Vec<OsString> = ["pip", "compile", "--python"].map(OsString::from).to_vec();
+    args.push(plan.inputs.interpreter.path.clone().into());
+    args.extend(
+        [
+            "--no-header",
+            "--no-annotate",
+            "--emit-index-url",
+            "--emit-find-links",
+        ]
+        .map(OsString::from),
+    );
+    if let Some(url) = &plan.inputs.index_url {
+        args.extend(["--index-url".into(), url.into()]);
+    }
+    for url in &plan.inputs.extra_index_urls {
+        args.extend(["--extra-index-url".into(), url.into()]);
+    }
+    for link in &plan.inputs.find_links {
+        args.extend(["--find-links".into(), link.into()]);
+    }
+    args.extend([
+        req_in.into_os_string(),
+        "-o".into(),
+        tmp.clone().into_os_string(),
+    ]);
+    let out = uv.run(&args, home.root(), log)?;
+    if !out.success {
+        let _ = fs::remove_file(&tmp);
+        let message = out.message();
+        return Err(BuildError::Resolve {
+            requirement: culprit(plan, &message),
+            uv_message: message,
+            log: log.path.clone(),
+        });
+    }
+    let text = fs::read_to_string(&tmp).map_err(BuildError::io(IoOp::Read, &tmp))?;
+    fs::rename(&tmp, &done).map_err(BuildError::io(IoOp::Write, &done))?;
+    Ok(text)
+}
+
+fn build_env(
+    plan: &Plan,
+    uv: &Uv,
+    lock_text: &str,
+    key: &str,
+    opts: &EnvOptions,
+    log: &RunLog<'_>,
+) -> Result<bool, BuildError> {
+    let home = &opts.home;
+    let env_dir = home.env_dir(key);
+    let _lock = lock(home.lock_file(&format!("env-{key}")), log)?;
+    match check_env(&env_dir) {
+        EnvCheck::Complete => return Ok(false),
+        EnvCheck::Absent => {}
+        EnvCheck::HalfBuilt | EnvCheck::InterpreterGone(_) => {
+            log.phase(&format!(
+                "removing the broken environment {}",
+                env_dir.display()
+            ));
+            fs::remove_dir_all(&env_dir).map_err(BuildError::io(IoOp::Remove, &env_dir))?;
+        }
+    }
+    let envs = home.envs();
+    fs::create_dir_all(&envs).map_err(BuildError::io(IoOp::Create, &envs))?;
+    let interp = &plan.inputs.interpreter;
+    log.phase(&format!("creating venv with Python {}", interp.version));
+    let venv_args: Vec<OsString> = vec![
+        "venv".into(),
+        env_dir.clone().into(),
+        "--python".into(),
+        interp.path.clone().into(),
+        "--no-project".into(),
+    ];
+    let out = uv.run(&venv_args, home.root(), log)?;
+    if !out.success {
+        let _ = fs::remove_dir_all(&env_dir);
+        return Err(BuildError::Venv {
+            python: interp.path.clone(),
+            uv_message: out.message(),
+            log: log.path.clone(),
+        });
+    }
+    let lock_path = env_dir.join(ENV_LOCK);
+    write_atomic(&lock_path, lock_text.as_bytes())
+        .map_err(BuildError::io(IoOp::Write, &lock_path))?;
+    let n = lock_packages(lock_text);
+    log.phase(&format!(
+        "installing {n} package{}",
+        if n == 1 { "" } else { "s" }
+    ));
+    let sync_args: Vec<OsString> = vec![
+        "pip".into(),
+        "sync".into(),
+        "--python".into(),
+        env_python(&env_dir).into(),
+        "--link-mode".into(),
+        "hardlink".into(),
+        "--allow-empty-requirements".into(),
+        lock_path.into(),
+    ];
+    let out = uv.run(&sync_args, home.root(), log)?;
+    if !out.success {
+        let _ = fs::remove_dir_all(&env_dir);
+        let message = out.message();
+        return Err(BuildError::Install {
+            requirement: culprit(plan, &message),
+            uv_message: message,
+            log: log.path.clone(),
+        });
+    }
+    let record = EnvRecord {
+        key: key.to_string(),
+        interpreter: interp.clone(),
+        inputs_hash: plan.inputs_hash.clone(),
+        packages: n,
+        uv_version: uv.version().map(str::to_string),
+        built_for: plan.config.name.clone(),
+        created: now(),
+    };
+    let rec_path = env_dir.join(ENV_RECORD);
+    write_json(&rec_path, &record).map_err(BuildError::io(IoOp::Write, &rec_path))?;
+    let marker = env_dir.join(COMPLETE_MARKER);
+    write_atomic(&marker, key.as_bytes()).map_err(BuildError::io(IoOp::Write, &marker))?;
+    log.phase(&format!("ready: {}", env_dir.display()));
+    Ok(true)
+}

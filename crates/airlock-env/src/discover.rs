@@ -1,0 +1,245 @@
+//! Finding the packs to isolate.
+//!
+//! ComfyUI imports every folder in `custom_nodes/` itself, in its own process, before anything
+//! of ours runs. A pack that needs isolation because importing it breaks the host must
+//! therefore live where ComfyUI does not look: `<base>/isolated_nodes/` (the folder we manage)
+//! or a folder named in `AIRLOCK_PACKS_PATH`. The other way is the author's: a pack in
+//! `custom_nodes/` with an `airlock.toml` whose `__init__.py` only calls
+//! `comfy_airlock.register_nodes()`. We report such a pack with `opted_in = false` when its
+//! `__init__.py` does not, so the host can say "move it" instead of letting ComfyUI crash on it.
+//!
+//! Discovery never fails as a whole: a pack whose config is broken is reported with its error
+//! next to the others.
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::config::{AIRLOCK_TOML, PackConfig, config_file, folder_name};
+use crate::error::ConfigError;
+
+/// The folder under ComfyUI's base directory whose packs we manage (ComfyUI never imports it).
+pub const MANAGED_DIR: &str = "isolated_nodes";
+/// ComfyUI's own folder of custom nodes.
+pub const CUSTOM_NODES_DIR: &str = "custom_nodes";
+
+/// Where a pack was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// In `isolated_nodes/` or an `AIRLOCK_PACKS_PATH` folder: only we import it.
+    Managed,
+    /// In `custom_nodes/`: ComfyUI imports its `__init__.py` in-process.
+    CustomNodes,
+}
+
+impl Placement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::Managed => "managed",
+            Placement::CustomNodes => "custom_nodes",
+        }
+    }
+}
+
+/// One pack found by [`discover_packs`].
+#[derive(Debug)]
+pub struct DiscoveredPack {
+    pub name: String,
+    pub dir: PathBuf,
+    pub placement: Placement,
+    /// Whether its `__init__.py` calls `register_nodes` (what a pack in `custom_nodes/` must do).
+    pub opted_in: bool,
+    pub config: Result<PackConfig, ConfigError>,
+}
+
+impl DiscoveredPack {
+    /// A pack in `custom_nodes/` that ComfyUI will import in-process without our help.
+    pub fn misplaced(&self) -> bool {
+        self.placement == Placement::CustomNodes && !self.opted_in
+    }
+
+    /// What to tell the user about a misplaced pack.
+    pub fn misplaced_message(&self) -> String {
+        format!(
+            "{}: this pack sits in custom_nodes/ where ComfyUI imports it in-process; move it to \
+             isolated_nodes/ or call comfy_airlock.register_nodes() in its __init__.py",
+            self.name
+        )
+    }
+}
+
+/// The packs under `<base>/isolated_nodes/`, each of `extra_roots`, and the opted-in packs of
+/// `<base>/custom_nodes/`, managed ones first, each group sorted by name.
+pub fn discover_packs(base_dir: &Path, extra_roots: &[PathBuf]) -> Vec<DiscoveredPack> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    let managed = std::iter::once(base_dir.join(MANAGED_DIR)).chain(extra_roots.iter().cloned());
+    for root in managed {
+        for dir in pack_dirs(&root) {
+            if config_file(&dir).is_none() && is_our_custom_node(&dir) {
+                continue;
+            }
+            if seen.insert(identity(&dir)) {
+                out.push(found(dir, Placement::Managed));
+            }
+        }
+    }
+    for dir in pack_dirs(&base_dir.join(CUSTOM_NODES_DIR)) {
+        if dir.join(AIRLOCK_TOML).is_file() && seen.insert(identity(&dir)) {
+            out.push(found(dir, Placement::CustomNodes));
+        }
+    }
+    out.sort_by(|a, b| (a.placement, &a.name).cmp(&(b.placement, &b.name)));
+    out
+}
+
+fn found(dir: PathBuf, placement: Placement) -> DiscoveredPack {
+    let config = PackConfig::load(&dir);
+    DiscoveredPack {
+        name: config
+            .as_ref()
+            .map_or_else(|_| folder_name(&dir), |c| c.name.clone()),
+        opted_in: calls_register_nodes(&dir),
+        placement,
+        dir,
+        config,
+    }
+}
+
+/// The pack folders directly under `root`: no files, hidden folders, caches or `*.disabled`.
+fn pack_dirs(root: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .filter(|p| {
+            let name = folder_name(p);
+            !name.starts_with('.') && !name.ends_with(".disabled") && name != "__pycache__"
+        })
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn identity(dir: &Path) -> PathBuf {
+    dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf())
+}
+
+fn init_text(dir: &Path) -> String {
+    fs::read(dir.join("__init__.py"))
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+fn calls_register_nodes(dir: &Path) -> bool {
+    init_text(dir).contains("register_nodes")
+}
+
+/// comfy-airlock's own custom node (the one that hooks into ComfyUI), which is no pack.
+fn is_our_custom_node(dir: &Path) -> bool {
+    init_text(dir).contains("comfy_airlock.host")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, text: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn finds_managed_extra_and_opted_in_packs_and_reports_broken_ones() {
+        let base = tempfile::tempdir().unwrap();
+        let extra = tempfile::tempdir().unwrap();
+        let b = base.path();
+        write(
+            &b.join("isolated_nodes/zeta/airlock.toml"),
+            "dependencies = [\"six\"]\n",
+        );
+        write(
+            &b.join("isolated_nodes/alpha/nodes/comfy-env.toml"),
+            "python = \"3.10\"\n",
+        );
+        write(
+            &b.join("isolated_nodes/broken/airlock.toml"),
+            "pyhton = \"3.10\"\n",
+        );
+        write(&b.join("isolated_nodes/noconfig/__init__.py"), "");
+        write(&b.join("isolated_nodes/old.disabled/airlock.toml"), "");
+        write(&b.join("isolated_nodes/.hidden/airlock.toml"), "");
+        write(&b.join("isolated_nodes/notes.txt"), "");
+        write(
+            &extra.path().join("gamma/airlock.toml"),
+            "name = \"Gamma\"\n",
+        );
+        write(&b.join("custom_nodes/optin/airlock.toml"), "");
+        write(
+            &b.join("custom_nodes/optin/__init__.py"),
+            "from comfy_airlock import register_nodes\nNODE_CLASS_MAPPINGS = register_nodes(__file__)\n",
+        );
+        write(&b.join("custom_nodes/plain/airlock.toml"), "");
+        write(
+            &b.join("custom_nodes/plain/__init__.py"),
+            "from .nodes import *\n",
+        );
+        write(&b.join("custom_nodes/ordinary/__init__.py"), "");
+        write(
+            &b.join("custom_nodes/comfy-airlock/__init__.py"),
+            "import comfy_airlock.host\n",
+        );
+
+        let packs = discover_packs(b, &[extra.path().to_path_buf()]);
+        let names: Vec<_> = packs
+            .iter()
+            .map(|p| (p.name.as_str(), p.placement))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("Gamma", Placement::Managed),
+                ("alpha", Placement::Managed),
+                ("broken", Placement::Managed),
+                ("noconfig", Placement::Managed),
+                ("zeta", Placement::Managed),
+                ("optin", Placement::CustomNodes),
+                ("plain", Placement::CustomNodes),
+            ]
+        );
+        let by = |n: &str| packs.iter().find(|p| p.name == n).unwrap();
+        let broken = by("broken").config.as_ref().unwrap_err().to_string();
+        assert!(
+            broken.starts_with("broken: ") && broken.contains("unknown key `pyhton`"),
+            "{broken}"
+        );
+        assert!(matches!(
+            by("noconfig").config,
+            Err(ConfigError::NoConfig { .. })
+        ));
+        assert_eq!(by("zeta").config.as_ref().unwrap().dependencies, ["six"]);
+        assert_eq!(
+            by("alpha").config.as_ref().unwrap().python.as_deref(),
+            Some("3.10")
+        );
+        assert!(by("optin").opted_in && !by("optin").misplaced());
+        assert!(!by("plain").opted_in && by("plain").misplaced());
+        assert!(
+            by("plain")
+                .misplaced_message()
+                .contains("move it to isolated_nodes/")
+        );
+    }
+
+    #[test]
+    fn missing_roots_are_empty() {
+        let base = tempfile::tempdir().unwrap();
+        assert!(discover_packs(base.path(), &[base.path().join("nope")]).is_empty());
+    }
+}

@@ -1,0 +1,255 @@
+//! `airlock doctor`: whether each pack is ready to run, and what its env holds.
+//!
+//! For a pack whose env is current, the env's interpreter is run with a short script that
+//! reports its Python, torch (and whether it sees CUDA) and numpy. Being run is the real test
+//! of an env: a venv whose base interpreter was removed or upgraded fails here, not in the
+//! middle of a ComfyUI workflow. The script has a time limit, because `import torch` on a
+//! machine with a wedged driver can hang.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::builder::{EnvOptions, EnvState, env_state};
+use crate::discover::{DiscoveredPack, Placement};
+use crate::error::{EnvError, NotReady, ProbeError};
+use crate::run::{Ran, last_lines, run_with_timeout};
+
+/// What an env's interpreter reported about itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvProbe {
+    pub python: Option<String>,
+    /// `None`: not installed.
+    pub torch: Option<String>,
+    pub torch_error: Option<String>,
+    pub cuda_available: Option<bool>,
+    pub cuda_version: Option<String>,
+    /// `None`: not installed.
+    pub numpy: Option<String>,
+    pub numpy_error: Option<String>,
+}
+
+const PROBE: &str = r#"
+import json, sys
+r = {"python": sys.version.split()[0]}
+def mod(name):
+    try:
+        return __import__(name), None
+    except ModuleNotFoundError as e:
+        if e.name == name:
+            return None, None
+        return None, "%s: %s" % (type(e).__name__, e)
+    except BaseException as e:
+        return None, "%s: %s" % (type(e).__name__, e)
+np, r["numpy_error"] = mod("numpy")
+r["numpy"] = getattr(np, "__version__", None)
+torch, r["torch_error"] = mod("torch")
+if torch is not None:
+    r["torch"] = torch.__version__
+    try:
+        r["cuda_available"] = bool(torch.cuda.is_available())
+        r["cuda_version"] = torch.version.cuda
+    except BaseException as e:
+        r["torch_error"] = "cuda: %s: %s" % (type(e).__name__, e)
+sys.stdout.write("\n" + json.dumps(r) + "\n")
+"#;
+
+/// Runs the probe script in the env's interpreter, with the pack's env vars.
+pub fn probe_env(
+    python: &Path,
+    env_vars: &BTreeMap<String, String>,
+    limit: Duration,
+) -> Result<EnvProbe, ProbeError> {
+    let mut cmd = Command::new(python);
+    cmd.args(["-I", "-c", PROBE]).envs(env_vars);
+    match run_with_timeout(cmd, limit).map_err(ProbeError::Spawn)? {
+        Ran::TimedOut => Err(ProbeError::Timeout(limit.as_secs())),
+        Ran::Exited {
+            status,
+            stdout,
+            stderr,
+        } => {
+            let last = stdout
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            match serde_json::from_str(last) {
+                Ok(p) if status.success() => Ok(p),
+                _ if !status.success() => Err(ProbeError::Failed {
+                    status: status.to_string(),
+                    stderr: last_lines(&stderr, 3),
+                }),
+                _ => Err(ProbeError::Output(stdout)),
+            }
+        }
+    }
+}
+
+/// Whether NVIDIA's management library can be loaded on this machine.
+pub fn nvml_present() -> bool {
+    let Ok(name) = CString::new("libnvidia-ml.so.1") else {
+        return false;
+    };
+    // SAFETY: dlopen with a valid NUL-terminated name; the handle is closed at once and no
+    // symbol from it is used.
+    unsafe {
+        let handle = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+        if handle.is_null() {
+            return false;
+        }
+        libc::dlclose(handle);
+    }
+    true
+}
+
+/// The state of a pack's env, as `doctor` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportState {
+    Current,
+    Stale,
+    Missing,
+    Broken,
+    /// The env could not be checked (bad config, no interpreter, ...).
+    Unknown,
+}
+
+impl ReportState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportState::Current => "current",
+            ReportState::Stale => "stale",
+            ReportState::Missing => "missing",
+            ReportState::Broken => "broken",
+            ReportState::Unknown => "unknown",
+        }
+    }
+}
+
+/// One pack in `airlock doctor`'s report.
+#[derive(Debug, Clone, Serialize)]
+pub struct PackReport {
+    pub name: String,
+    pub dir: PathBuf,
+    pub placement: Placement,
+    pub opted_in: bool,
+    pub config_file: Option<PathBuf>,
+    pub config_ok: bool,
+    pub env: ReportState,
+    pub env_dir: Option<PathBuf>,
+    pub key: Option<String>,
+    /// The env's interpreter.
+    pub python: Option<PathBuf>,
+    pub probe: Option<EnvProbe>,
+    pub log: Option<PathBuf>,
+    pub ready: bool,
+    /// What is wrong, one sentence each, each starting with the pack's name.
+    pub problems: Vec<String>,
+}
+
+/// Checks one discovered pack: config, env state, and (when current) what the env holds.
+pub fn report_pack(pack: &DiscoveredPack, opts: &EnvOptions, limit: Duration) -> PackReport {
+    let mut r = PackReport {
+        name: pack.name.clone(),
+        dir: pack.dir.clone(),
+        placement: pack.placement,
+        opted_in: pack.opted_in,
+        config_file: pack.config.as_ref().ok().map(|c| c.file.clone()),
+        config_ok: pack.config.is_ok(),
+        env: ReportState::Unknown,
+        env_dir: None,
+        key: None,
+        python: None,
+        probe: None,
+        log: None,
+        ready: false,
+        problems: Vec::new(),
+    };
+    if pack.misplaced() {
+        r.problems.push(pack.misplaced_message());
+    }
+    if let Err(e) = &pack.config {
+        r.problems.push(e.to_string());
+        return r;
+    }
+    let (plan, state) = match env_state(&pack.dir, opts) {
+        Ok(x) => x,
+        Err(e) => {
+            r.problems.push(e.to_string());
+            return r;
+        }
+    };
+    r.log = Some(opts.home.log(&plan.pack_id));
+    match state {
+        EnvState::Ready(info) => {
+            r.env = ReportState::Current;
+            r.env_dir = Some(info.env_dir.clone());
+            r.key = Some(info.key.clone());
+            r.python = Some(info.python.clone());
+            match probe_env(&info.python, &info.env_vars, limit) {
+                Ok(p) => r.probe = Some(p),
+                Err(e) => {
+                    r.env = ReportState::Broken;
+                    r.problems.push(format!(
+                        "{}: its environment's interpreter {} does not run: {e}; run `airlock \
+                         build` to rebuild it",
+                        r.name,
+                        info.python.display()
+                    ));
+                }
+            }
+        }
+        EnvState::NotReady(why) => {
+            r.env = match &why {
+                NotReady::Missing => ReportState::Missing,
+                NotReady::Stale => ReportState::Stale,
+                NotReady::Broken { env_dir, .. } => {
+                    r.env_dir = Some(env_dir.clone());
+                    ReportState::Broken
+                }
+            };
+            let e = EnvError::build(&r.name, crate::error::BuildError::Missing(why));
+            r.problems.push(e.to_string());
+        }
+    }
+    r.ready = r.problems.is_empty() && r.env == ReportState::Current;
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_an_interpreter_without_torch_cleanly() {
+        let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+        let py = if py.exists() {
+            py
+        } else {
+            PathBuf::from("python3")
+        };
+        let p = probe_env(&py, &BTreeMap::new(), Duration::from_secs(120)).unwrap();
+        assert!(p.python.is_some());
+        assert!(p.torch_error.is_none() || p.torch.is_none(), "{p:?}");
+    }
+
+    #[test]
+    fn a_missing_interpreter_is_an_error() {
+        let e = probe_env(
+            Path::new("/nonexistent/python"),
+            &BTreeMap::new(),
+            Duration::from_secs(5),
+        );
+        assert!(matches!(e, Err(ProbeError::Spawn(_))));
+    }
+
+    #[test]
+    fn nvml_check_does_not_crash() {
+        let _ = nvml_present();
+    }
+}

@@ -1,0 +1,50 @@
+//! Pack configs, pack discovery and the environment builder of comfy-airlock.
+//!
+//! A pack declares its environment in `airlock.toml` (or the `comfy-env.toml` it already has):
+//! a Python version, PyPI requirements, indexes, environment variables. The builder turns that
+//! into a venv by driving the `uv` binary (from the `uv` wheel; never downloaded by us).
+//!
+//! Environments are content-addressed: the resolution of a set of inputs is cached by their
+//! hash, and an env is keyed by its lock, so unchanged packs cost neither uv nor the network,
+//! packs that resolve alike share one env, and nothing is ever updated in place (see
+//! `docs/adr/0004-environments.md`). Every error names its pack; a build error also names the
+//! requirement uv complained about and quotes uv.
+
+mod builder;
+mod comfy;
+mod comfy_env_toml;
+mod config;
+mod discover;
+mod doctor;
+mod error;
+mod flock;
+mod gc;
+mod hash;
+mod home;
+mod inputs;
+mod interpreter;
+mod progress;
+mod pyversion;
+mod record;
+mod requirement;
+mod run;
+mod toml_doc;
+mod uv;
+
+pub use builder::{
+    COMPLETE_MARKER, ENV_LOCK, ENV_RECORD, EnvCheck, EnvInfo, EnvOptions, EnvState, Plan,
+    check_env, ensure_env, env_python, env_state, plan,
+};
+pub use comfy::{COMFY_MODULES, ComfyImport, ComfyReason, core_requirements, find_comfy_import};
+pub use config::{AIRLOCK_TOML, COMFY_ENV_TOML, ConfigFormat, PackConfig};
+pub use discover::{CUSTOM_NODES_DIR, DiscoveredPack, MANAGED_DIR, Placement, discover_packs};
+pub use doctor::{EnvProbe, PackReport, ReportState, nvml_present, probe_env, report_pack};
+pub use error::{BuildError, ConfigError, EnvError, IoOp, NotReady, ProbeError};
+pub use gc::{GcItem, GcKind, GcPlan, plan_gc};
+pub use home::{Home, pack_id};
+pub use inputs::{Inputs, env_key};
+pub use interpreter::{Interpreter, probe};
+pub use progress::{Lines, Progress, Silent, Spinner, stderr_is_terminal};
+pub use pyversion::PythonRequest;
+pub use record::{EnvRecord, PackRecord};
+pub use uv::{Uv, UvLocator};

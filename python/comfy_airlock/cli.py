@@ -1,0 +1,37 @@
+"""The ``airlock`` command (``airlock build | doctor | gc``); the work is done in Rust.
+
+This wrapper tells the core which interpreter runs it (the default Python of packs that do not
+ask for one) and where the ``uv`` package put its binary.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from comfy_airlock import _native
+
+
+def _bundled_uv() -> str | None:
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return None
+    try:
+        return find_uv_bin()
+    except Exception:  # the package is there but its binary is not
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs ``airlock`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    hidden = ["--host-python", sys.executable]
+    uv = _bundled_uv()
+    if uv:
+        hidden += ["--bundled-uv", uv]
+    sys.stdout.flush()
+    return _native.cli_main(["airlock", *hidden, *args])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

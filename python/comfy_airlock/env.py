@@ -1,0 +1,147 @@
+"""Pack configs, pack discovery and environments (a typed wrapper over the Rust builder).
+
+A pack declares its environment in ``airlock.toml`` at its root (a ``comfy-env.toml`` is read
+too)::
+
+    python = "3.10"                      # optional; default: the host's interpreter
+    dependencies = ["numpy<2", "torch==2.4.1"]
+    extra-index-urls = ["https://download.pytorch.org/whl/cu121"]
+    find-links = ["wheels"]              # folders (relative to the pack) or URLs
+    entry = "nodes"                      # optional; module defining NODE_CLASS_MAPPINGS
+    comfy = true                         # optional; add ComfyUI's requirements (default: detect)
+
+    [env_vars]
+    KMP_DUPLICATE_LIB_OK = "TRUE"
+
+Environments are built by the ``uv`` binary into ``$AIRLOCK_HOME/envs/<key>/`` (default
+``~/.local/share/comfy-airlock``), keyed by their resolved lock; see
+``docs/adr/0004-environments.md``. Every error message starts with the pack's name.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Literal, TypedDict
+
+from comfy_airlock import _native
+from comfy_airlock._native import ConfigError, EnvError, EnvMissing
+
+__all__ = [
+    "ConfigError",
+    "DiscoveredPack",
+    "EnvError",
+    "EnvInfo",
+    "EnvMissing",
+    "PackConfig",
+    "discover_packs",
+    "ensure_env",
+    "pack_config",
+]
+
+
+class PackConfig(TypedDict):
+    """What a pack declares (see the module docstring)."""
+
+    name: str
+    dir: str
+    file: str
+    format: Literal["airlock.toml", "comfy-env.toml"]
+    python: str | None
+    dependencies: list[str]
+    index_url: str | None
+    extra_index_urls: list[str]
+    find_links: list[str]
+    env_vars: dict[str, str]
+    entry: str | None
+    comfy: bool | None
+
+
+class DiscoveredPack(TypedDict):
+    """A pack found by :func:`discover_packs`: its config, or why it could not be read."""
+
+    name: str
+    dir: str
+    placement: Literal["managed", "custom_nodes"]
+    opted_in: bool
+    config: PackConfig | None
+    error: str | None
+
+
+class EnvInfo(TypedDict):
+    """A pack's ready environment."""
+
+    name: str
+    pack_dir: str
+    python: str
+    env_dir: str
+    key: str
+    lock_path: str
+    log_path: str
+    built: bool
+    env_vars: dict[str, str]
+    entry: str | None
+    comfy: bool
+    python_version: str
+
+
+def pack_config(pack_dir: str | os.PathLike[str]) -> PackConfig:
+    """Reads the config of the pack in ``pack_dir`` (``airlock.toml`` wins over
+    ``comfy-env.toml``). Raises :class:`ConfigError` naming the pack, the file, the line and
+    the key."""
+    return _native.pack_config(os.fspath(pack_dir))  # type: ignore[return-value]
+
+
+def discover_packs(
+    base_dir: str | os.PathLike[str], extra_roots: Sequence[str | os.PathLike[str]] | None = None
+) -> list[DiscoveredPack]:
+    """The packs under ``<base_dir>/isolated_nodes/``, each of ``extra_roots`` (default:
+    ``$AIRLOCK_PACKS_PATH``, ``os.pathsep``-separated), and the packs in
+    ``<base_dir>/custom_nodes/`` that have an ``airlock.toml``. A pack whose config is broken is
+    listed with ``error`` set; it never hides the others."""
+    if extra_roots is None:
+        extra_roots = [p for p in os.environ.get("AIRLOCK_PACKS_PATH", "").split(os.pathsep) if p]
+    roots = [os.fspath(r) for r in extra_roots]
+    return _native.discover_packs(os.fspath(base_dir), roots)  # type: ignore[return-value]
+
+
+def ensure_env(
+    pack_dir: str | os.PathLike[str],
+    *,
+    comfyui_dir: str | os.PathLike[str] | None = None,
+    home: str | os.PathLike[str] | None = None,
+    uv: str | os.PathLike[str] | None = None,
+    host_python: str | os.PathLike[str] | None = None,
+    build: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> EnvInfo:
+    """Makes sure the pack in ``pack_dir`` has its environment and returns it.
+
+    Unchanged packs cost one interpreter probe: neither uv nor the network is touched. With
+    ``build=False`` a missing or out-of-date environment raises :class:`EnvMissing` (run
+    ``airlock build``) instead of being built. ``progress`` receives phase lines
+    (``"<pack>: resolving ..."``); without it, a spinner is shown when stderr is a terminal.
+    The GIL is released while building.
+
+    ``comfyui_dir`` (default ``$COMFYUI_DIR``) supplies ComfyUI's requirements to packs that
+    import ComfyUI; ``host_python`` (default: this interpreter) is used by packs that do not
+    ask for a Python version; ``uv`` and ``home`` override ``$AIRLOCK_UV`` and
+    ``$AIRLOCK_HOME``.
+
+    Raises :class:`ConfigError` for a bad config, :class:`EnvMissing`, or :class:`EnvError`
+    (with ``pack``, ``requirement``, ``log_path`` and ``uv_message`` attributes).
+    """
+
+    def opt(p: str | os.PathLike[str] | None) -> str | None:
+        return None if p is None else os.fspath(p)
+
+    return _native.ensure_env(  # type: ignore[return-value]
+        os.fspath(pack_dir),
+        comfyui_dir=opt(comfyui_dir),
+        home=opt(home),
+        uv=opt(uv),
+        host_python=opt(host_python) or sys.executable,
+        build=build,
+        progress=progress,
+    )

@@ -1,0 +1,69 @@
+"""What a worker must know of the host's ComfyUI: where its source tree is, its directories and
+its command-line flags. Read from the running host, never written to it."""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+from typing import Any
+
+
+def comfyui_dir() -> str | None:
+    """The host's ComfyUI source tree (the directory of its ``folder_paths``), if running in
+    ComfyUI."""
+    fp = sys.modules.get("folder_paths")
+    path = getattr(fp, "__file__", None)
+    return os.path.dirname(os.path.abspath(path)) if path else None
+
+
+def base_dir() -> str | None:
+    """Where the host keeps custom_nodes/, models/, output/… (``--base-directory``)."""
+    fp = sys.modules.get("folder_paths")
+    return getattr(fp, "base_path", None)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [_plain(v) for v in value]
+        return None if any(i is _SKIP for i in items) else items
+    return _SKIP
+
+
+_SKIP = object()
+
+
+def args_snapshot() -> dict[str, Any]:
+    """The host's parsed flags that are plain values (the worker picks what it mirrors)."""
+    cli = sys.modules.get("comfy.cli_args")
+    if cli is None:
+        return {}
+    out = {}
+    for key, value in vars(cli.args).items():
+        v = _plain(value)
+        if v is not _SKIP:
+            out[key] = v
+    return out
+
+
+def folder_paths_snapshot() -> dict[str, Any] | None:
+    fp = sys.modules.get("folder_paths")
+    if fp is None:
+        return None
+    names = {
+        name: [list(paths), sorted(exts)]
+        for name, (paths, exts) in fp.folder_names_and_paths.items()
+    }
+    return {
+        "base_path": fp.base_path,
+        "models_dir": fp.models_dir,
+        "output_directory": fp.get_output_directory(),
+        "temp_directory": fp.get_temp_directory(),
+        "input_directory": fp.get_input_directory(),
+        "user_directory": fp.get_user_directory(),
+        "folder_names_and_paths": names,
+    }

@@ -1,0 +1,195 @@
+"""Finding isolated packs, building or checking their environments, and turning their nodes
+into proxies. A pack that cannot be set up registers nothing and says why; the others, and
+ComfyUI, carry on. Nothing here ever imports a pack's code into the host."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import inspect
+import logging
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from comfy_airlock import env as _env
+from comfy_airlock.host import comfy_state, scan_cache
+from comfy_airlock.host.pack import IsolatedPack
+from comfy_airlock.host.proxy import build_proxy
+
+log = logging.getLogger("comfy_airlock")
+
+Mappings = tuple[dict[str, type], dict[str, str]]
+
+_PACKS: dict[str, IsolatedPack] = {}
+_FAILED: dict[str, dict[str, Any]] = {}
+_LOCK = threading.Lock()
+
+
+def airlock_home() -> Path:
+    """Where environments, logs and the scan cache live (``AIRLOCK_HOME``, else the XDG data
+    directory); the same rule as the env builder's."""
+    home = os.environ.get("AIRLOCK_HOME")
+    if home:
+        return Path(home)
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local/share")
+    return Path(data, "comfy-airlock")
+
+
+def _auto_build() -> bool:
+    return os.environ.get("AIRLOCK_AUTO_BUILD", "1").strip().lower() not in ("0", "false", "no")
+
+
+def _fail(name: str, dir_: str, reason: str) -> Mappings:
+    log.error("[comfy-airlock] pack %r is not loaded: %s", name, reason)
+    with _LOCK:
+        _FAILED[name] = {"pack": name, "dir": dir_, "state": "failed", "error": reason}
+    return {}, {}
+
+
+def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
+    """Sets up one pack: its environment (built when missing, unless ``AIRLOCK_AUTO_BUILD=0``),
+    its node metadata (from the scan cache, else a scan in its worker), and its proxies."""
+    pack_dir = os.path.abspath(pack_dir)
+    name = name or os.path.basename(pack_dir.rstrip("/"))
+    comfyui = comfy_state.comfyui_dir()
+    try:
+        info = _env.ensure_env(
+            pack_dir,
+            comfyui_dir=comfyui,
+            host_python=sys.executable,
+            build=_auto_build(),
+            progress=lambda line: log.info("[comfy-airlock] %s", line),
+        )
+    except Exception as e:
+        return _fail(name, pack_dir, str(e))
+    pack = IsolatedPack(
+        name=name,
+        dir=pack_dir,
+        python=info["python"],
+        env_dir=info["env_dir"],
+        env_key=info["key"],
+        entry=info.get("entry"),
+        env_vars=dict(info.get("env_vars") or {}),
+    )
+    cache_dir = airlock_home() / "scans"
+    try:
+        key = scan_cache.key(pack_dir, pack.env_key, comfyui)
+        meta = scan_cache.load(cache_dir, key)
+        if meta is None:
+            meta = pack.scan()
+            scan_cache.store(cache_dir, key, meta)
+    except Exception as e:
+        pack.close()
+        return _fail(name, pack_dir, f"its nodes could not be read in its worker: {e}")
+    mappings: dict[str, type] = {}
+    display: dict[str, str] = {}
+    for node_id, node_meta in meta["nodes"].items():
+        try:
+            mappings[node_id] = build_proxy(pack, node_id, node_meta)
+        except Exception as e:
+            log.error("[comfy-airlock] pack %r: node %r skipped: %s", name, node_id, e)
+            continue
+        if node_meta.get("display_name"):
+            display[node_id] = node_meta["display_name"]
+    with _LOCK:
+        old = _PACKS.pop(name, None)
+        _PACKS[name] = pack
+        _FAILED.pop(name, None)
+    if old is not None:
+        old.close()
+    log.info("[comfy-airlock] pack %r: %d node(s) isolated in %s", name, len(mappings), pack.python)
+    return mappings, display
+
+
+def load_isolated_packs(base_dir: str | None = None) -> Mappings:
+    """Every pack under ``<base>/isolated_nodes/`` (and ``AIRLOCK_PACKS_PATH``), set up in
+    parallel. Packs with an ``airlock.toml`` in ``custom_nodes/`` are ComfyUI's to import: they
+    register themselves with :func:`register_nodes`, or get a clear message."""
+    base = base_dir or comfy_state.base_dir()
+    if base is None:
+        raise RuntimeError("load_isolated_packs() must run inside ComfyUI (no folder_paths)")
+    extra = [p for p in os.environ.get("AIRLOCK_PACKS_PATH", "").split(os.pathsep) if p]
+    found = _env.discover_packs(base, extra)
+    todo = []
+    for d in found:
+        if d.get("error"):
+            _fail(d["name"], d["dir"], d["error"])
+        elif d["placement"] == "custom_nodes":
+            if not d["opted_in"]:
+                _fail(
+                    d["name"],
+                    d["dir"],
+                    "it has an airlock.toml but sits in custom_nodes/, where ComfyUI imports it "
+                    "in-process. Move it to isolated_nodes/, or make its __init__.py call "
+                    "comfy_airlock.register_nodes()",
+                )
+        else:
+            todo.append(d)
+    mappings: dict[str, type] = {}
+    display: dict[str, str] = {}
+    with ThreadPoolExecutor(max_workers=max(1, min(4, len(todo)))) as pool:
+        for m, dn in pool.map(lambda d: load_pack(d["dir"], d["name"]), todo):
+            for node_id in m:
+                if node_id in mappings:
+                    log.error("[comfy-airlock] node %r is defined by two packs", node_id)
+            mappings.update(m)
+            display.update(dn)
+    _register_routes()
+    return mappings, display
+
+
+def register_nodes(path: str | None = None) -> Mappings:
+    """For a pack's own ``__init__.py`` in ``custom_nodes/``::
+
+        from comfy_airlock import register_nodes
+        NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS = register_nodes(__file__)
+
+    In ComfyUI this isolates the pack (its ``entry`` module runs only in its worker); inside
+    the worker it returns nothing, since the worker imports the pack's nodes itself."""
+    if os.environ.get("AIRLOCK_WORKER") == "1":
+        return {}, {}
+    if path is None:
+        caller = inspect.stack()[1].filename
+        path = caller
+    pack_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    result = load_pack(pack_dir)
+    _register_routes()
+    return result
+
+
+def status() -> list[dict[str, Any]]:
+    """One row per pack: its worker (pid, generation, Python, memory, calls) or why it failed."""
+    with _LOCK:
+        packs = list(_PACKS.values())
+        failed = list(_FAILED.values())
+    return [p.status() for p in packs] + failed
+
+
+_ROUTES_DONE = False
+
+
+def _register_routes() -> None:
+    global _ROUTES_DONE
+    server = sys.modules.get("server")
+    instance = getattr(getattr(server, "PromptServer", None), "instance", None)
+    if _ROUTES_DONE or instance is None:
+        return
+    _ROUTES_DONE = True
+    from aiohttp import web
+
+    @instance.routes.get("/airlock/workers")
+    async def _workers(request: Any) -> Any:
+        return web.json_response(status())
+
+
+@atexit.register
+def _close_all() -> None:
+    with _LOCK:
+        packs = list(_PACKS.values())
+    for p in packs:
+        with contextlib.suppress(Exception):
+            p.close()

@@ -1,0 +1,203 @@
+"""One isolated pack as the host sees it: its environment, its (lazily started) worker, the
+calls its proxies forward, and what the UI should hear while a node runs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from comfy_airlock import AirlockError
+from comfy_airlock.host import comfy_state
+from comfy_airlock.supervisor import Worker
+
+log = logging.getLogger("comfy_airlock")
+
+PRELOAD = "comfy_airlock.worker.comfy"
+
+
+@dataclass
+class PackStats:
+    calls: int = 0
+    errors: int = 0
+    busy_s: float = 0.0
+    last_error: str | None = None
+
+
+@dataclass
+class IsolatedPack:
+    """A pack whose nodes run in ``python`` (its environment's interpreter)."""
+
+    name: str
+    dir: str
+    python: str
+    env_dir: str
+    env_key: str
+    entry: str | None = None
+    env_vars: dict[str, str] = field(default_factory=dict)
+    stats: PackStats = field(default_factory=PackStats)
+    _worker: Worker | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # --- the worker ----------------------------------------------------------------------
+
+    def _spawn(self) -> Worker:
+        comfy = {
+            "comfyui_dir": comfy_state.comfyui_dir(),
+            "pack_dir": self.dir,
+            "pack_name": self.name,
+            "entry": self.entry,
+            "args": comfy_state.args_snapshot(),
+            "folder_paths": comfy_state.folder_paths_snapshot(),
+        }
+        env = dict(os.environ)
+        env.update(self.env_vars)
+        env["AIRLOCK_COMFY"] = json.dumps(comfy)
+        env["AIRLOCK_WORKER"] = "1"
+        return Worker(
+            self.python,
+            preload=[PRELOAD],
+            env=env,
+            name=self.name,
+            cwd=os.getcwd(),
+            on_event=_on_event,
+        )
+
+    def worker(self) -> Worker:
+        """The pack's worker, started on first use (and by the core again after a death)."""
+        with self._lock:
+            if self._worker is None:
+                self._worker = self._spawn()
+            return self._worker
+
+    def close(self) -> None:
+        with self._lock:
+            w, self._worker = self._worker, None
+        if w is not None:
+            w.close()
+
+    # --- calls ---------------------------------------------------------------------------
+
+    def call(self, target: str, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        self.stats.calls += 1
+        try:
+            return self.worker().call(target, *args)
+        except BaseException as e:
+            self.stats.errors += 1
+            self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            raise
+        finally:
+            self.stats.busy_s += time.perf_counter() - t0
+
+    def scan(self) -> dict[str, Any]:
+        return self.call("comfy_airlock.worker.comfy:scan")
+
+    def run(self, node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:
+        try:
+            return self.call("comfy_airlock.worker.comfy:run", node_id, key, method, kwargs)
+        except Exception as e:
+            _with_worker_traceback(e, self.name, node_id)
+            raise
+
+    # --- status --------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        w = self._worker
+        info = w.info() if w is not None else None
+        pid = w.pid if w is not None else None
+        return {
+            "pack": self.name,
+            "state": "running" if (w is not None and w.alive) else "idle",
+            "pid": pid,
+            "generation": w.generation if w is not None else 0,
+            "python": (info or {}).get("python"),
+            "torch": (info or {}).get("torch"),
+            "numpy": (info or {}).get("numpy"),
+            "rss_mib": _rss_mib(pid),
+            "calls": self.stats.calls,
+            "errors": self.stats.errors,
+            "busy_s": round(self.stats.busy_s, 3),
+            "last_error": self.stats.last_error,
+            "env": self.env_dir,
+        }
+
+
+def _rss_mib(pid: int | None) -> float | None:
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def _with_worker_traceback(e: BaseException, pack: str, node_id: str) -> None:
+    """ComfyUI shows ``str(exc)`` and the host's frames only; the worker's traceback is what
+    explains the failure, so it joins the message (the type is unchanged)."""
+    tb = getattr(e, "remote_traceback", None)
+    if not tb or len(e.args) > 1 or getattr(e, "_airlock_annotated", False):
+        return
+    head = str(e.args[0]) if e.args else ""
+    e.args = (
+        f"{head}\n\n[comfy-airlock] {node_id!r} raised in the worker of pack {pack!r}:\n{tb}",
+    )
+    e._airlock_annotated = True  # type: ignore[attr-defined]
+
+
+# --- events from workers ---------------------------------------------------------------------
+
+
+def _on_event(topic: str, payload: Any) -> None:
+    """Runs on the thread that is calling the worker, i.e. inside the node's execution
+    context, so ComfyUI attributes progress to the right node."""
+    if topic == "progress":
+        value, total, preview = payload
+        utils = sys.modules.get("comfy.utils")
+        hook = getattr(utils, "PROGRESS_BAR_HOOK", None)
+        if hook is not None:
+            hook(value, total, _preview(preview))
+    elif topic == "send_sync":
+        event, data, sid = payload
+        server = _prompt_server()
+        if server is not None:
+            server.send_sync(event, data, sid)
+    elif topic == "progress_text":
+        text, node_id, sid = payload
+        server = _prompt_server()
+        if server is not None:
+            server.send_progress_text(text, node_id, sid)
+    else:
+        log.debug("ignored worker event %r", topic)
+
+
+def _prompt_server() -> Any:
+    server = sys.modules.get("server")
+    return getattr(getattr(server, "PromptServer", None), "instance", None)
+
+
+def _preview(preview: Any) -> Any:
+    if preview is None:
+        return None
+    try:
+        import numpy as np
+        from PIL import Image
+
+        fmt, pixels, max_size = preview
+        return (fmt, Image.fromarray(np.asarray(pixels)), max_size)
+    except Exception as e:
+        log.debug("preview dropped: %s", e)
+        return None
+
+
+class PackUnavailable(AirlockError):
+    """Raised by the proxies of a pack that could not be set up."""

@@ -1,0 +1,206 @@
+"""Proxy node classes: built from a pack's scanned metadata, registered in ComfyUI like any
+node, forwarding each method the pack defines to its worker.
+
+ComfyUI inspects nodes by attribute (``INPUT_TYPES``, ``RETURN_TYPES``, ``FUNCTION``…) and by
+signature (``VALIDATE_INPUTS``'s argument names choose what it is passed), so a proxy carries
+the same attributes and signatures as the real class; it carries no pack code. V3 nodes are
+proxied through ComfyUI's V1 interface (their ``GET_NODE_INFO_V1``), see ADR 0005.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import sys
+import uuid
+from typing import Any
+
+from comfy_airlock.host.pack import IsolatedPack
+
+log = logging.getLogger("comfy_airlock")
+
+# Declared types whose values are model objects living in one process.
+MODEL_TYPES = {"MODEL", "CLIP", "VAE", "CONTROL_NET", "CLIP_VISION", "STYLE_MODEL", "GLIGEN"}
+# Declared types that ComfyUI expects as torch tensors (or containers of them).
+TENSOR_TYPES = {"IMAGE", "MASK", "LATENT", "CONDITIONING", "SIGMAS", "NOISE", "AUDIO"}
+
+_COPIED = (
+    "RETURN_TYPES",
+    "RETURN_NAMES",
+    "OUTPUT_IS_LIST",
+    "INPUT_IS_LIST",
+    "OUTPUT_NODE",
+    "OUTPUT_TOOLTIPS",
+    "CATEGORY",
+    "DESCRIPTION",
+    "DEPRECATED",
+    "EXPERIMENTAL",
+    "DEV_ONLY",
+    "API_NODE",
+    "NOT_IDEMPOTENT",
+    "HAS_INTERMEDIATE_OUTPUT",
+    "SEARCH_ALIASES",
+    "ESSENTIALS_CATEGORY",
+)
+
+
+def _signature(spec: dict[str, Any]) -> inspect.Signature:
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter(a, kind) for a in spec["args"] if a.isidentifier()]
+    if spec.get("varkw"):
+        params.append(inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
+def _model_shaped(value: Any) -> str | None:
+    for mod, name in (
+        ("comfy.model_patcher", "ModelPatcher"),
+        ("comfy.sd", "CLIP"),
+        ("comfy.sd", "VAE"),
+        ("comfy.controlnet", "ControlBase"),
+        ("torch.nn", "Module"),
+    ):
+        m = sys.modules.get(mod)
+        cls = getattr(m, name, None) if m is not None else None
+        if cls is not None and isinstance(value, cls):
+            return type(value).__name__
+    return None
+
+
+def _check_inputs(pack: str, node_id: str, kwargs: dict[str, Any]) -> None:
+    for name, value in kwargs.items():
+        items = value if isinstance(value, list) else [value]
+        for v in items:
+            kind = _model_shaped(v)
+            if kind is not None:
+                raise TypeError(
+                    f"[comfy-airlock] node {node_id!r} of isolated pack {pack!r}: input "
+                    f"{name!r} is a {kind}. Model objects (MODEL, CLIP, VAE, CONTROL_NET) "
+                    "cannot cross the process boundary; load the model with a node of the "
+                    "same pack, inside its worker"
+                )
+
+
+def _to_torch(value: Any) -> Any:
+    """Arrays from a numpy-only worker become tensors (ComfyUI's currency), without a copy."""
+    np = sys.modules.get("numpy")
+    torch = sys.modules.get("torch")
+    if np is None or torch is None:
+        return value
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value)
+    if isinstance(value, list):
+        return [_to_torch(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_to_torch(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_torch(v) for k, v in value.items()}
+    return value
+
+
+def _fix_outputs(meta: dict[str, Any], out: Any) -> Any:
+    types_ = list(meta.get("RETURN_TYPES") or ())
+
+    def fix(result: Any) -> Any:
+        if not isinstance(result, (tuple, list)):
+            return result
+        return tuple(
+            _to_torch(v) if i < len(types_) and types_[i] in TENSOR_TYPES else v
+            for i, v in enumerate(result)
+        )
+
+    if isinstance(out, dict):
+        if "result" in out:
+            out = dict(out)
+            out["result"] = fix(out["result"])
+        return out
+    return fix(out)
+
+
+def _dynprompt_free(kwargs: dict[str, Any], hidden: dict[str, Any]) -> dict[str, Any]:
+    """DYNPROMPT is a live host object; the worker gets None for it."""
+    for name, kind in hidden.items():
+        if kind == "DYNPROMPT" and name in kwargs:
+            kwargs[name] = None
+    return kwargs
+
+
+def build_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
+    """A node class that ComfyUI cannot tell from the real one, except that it runs nowhere."""
+    input_types = meta["INPUT_TYPES"]
+    hidden = dict(input_types.get("hidden") or {})
+    function = meta.get("FUNCTION") or "execute"
+    methods = meta.get("methods") or {}
+
+    def __init__(self) -> None:
+        # The worker keeps one instance of the real class per proxy instance (ComfyUI keeps
+        # one per node id), so state a V1 node stores on ``self`` persists as it would.
+        self._airlock_key = uuid.uuid4().hex
+
+    def INPUT_TYPES(cls) -> dict[str, Any]:
+        return input_types
+
+    def run(self, **kwargs: Any) -> Any:
+        _check_inputs(pack.name, node_id, kwargs)
+        out = pack.run(node_id, self._airlock_key, function, _dynprompt_free(kwargs, hidden))
+        return _fix_outputs(meta, out)
+
+    attrs: dict[str, Any] = {
+        "__init__": __init__,
+        "__doc__": f"Node {node_id!r} of the isolated pack {pack.name!r} (runs in its worker).",
+        "__module__": f"comfy_airlock.isolated.{pack.name}",
+        "INPUT_TYPES": classmethod(INPUT_TYPES),
+        "FUNCTION": function,
+        function: run,
+        "AIRLOCK_PACK": pack.name,
+    }
+    for attr in _COPIED:
+        if attr in meta:
+            attrs[attr] = meta[attr]
+    attrs.setdefault("RETURN_TYPES", ())
+    for attr in ("RETURN_TYPES", "RETURN_NAMES", "OUTPUT_IS_LIST", "OUTPUT_TOOLTIPS"):
+        if isinstance(attrs.get(attr), list):
+            attrs[attr] = tuple(attrs[attr])
+
+    if methods.get("IS_CHANGED"):
+
+        def IS_CHANGED(cls, **kwargs: Any) -> Any:
+            return pack.run(node_id, "", "IS_CHANGED", _dynprompt_free(kwargs, hidden))
+
+        attrs["IS_CHANGED"] = classmethod(IS_CHANGED)
+
+    if methods.get("VALIDATE_INPUTS"):
+        spec = methods["VALIDATE_INPUTS"]
+
+        def VALIDATE_INPUTS(*args: Any, **kwargs: Any) -> Any:
+            return pack.run(node_id, "", "VALIDATE_INPUTS", kwargs)
+
+        # ComfyUI passes only the inputs this signature names (and input_types if named).
+        VALIDATE_INPUTS.__signature__ = _signature(spec)  # type: ignore[attr-defined]
+        attrs["VALIDATE_INPUTS"] = classmethod(VALIDATE_INPUTS)
+
+    if methods.get("check_lazy_status"):
+
+        def check_lazy_status(self, **kwargs: Any) -> Any:
+            return pack.run(node_id, self._airlock_key, "check_lazy_status", kwargs)
+
+        attrs["check_lazy_status"] = check_lazy_status
+
+    name = "".join(c if c.isalnum() else "_" for c in node_id)
+    cls = type(name, (), attrs)
+    declared = {t for t in meta.get("RETURN_TYPES") or () if isinstance(t, str)}
+    for section in ("required", "optional"):
+        for spec_ in (input_types.get(section) or {}).values():
+            if isinstance(spec_, (list, tuple)) and spec_ and isinstance(spec_[0], str):
+                declared.add(spec_[0])
+    crossing = sorted(declared & MODEL_TYPES)
+    if crossing:
+        log.warning(
+            "[comfy-airlock] node %r of isolated pack %r takes or returns %s; model objects "
+            "cannot cross the process boundary (values between two nodes pass through "
+            "ComfyUI, even within one pack), so running it will fail",
+            node_id,
+            pack.name,
+            ", ".join(crossing),
+        )
+    return cls

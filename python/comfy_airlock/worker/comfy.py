@@ -1,0 +1,552 @@
+"""The ComfyUI side of a worker: the same ComfyUI source tree, the host's directories and flags,
+a stand-in ``server.PromptServer`` whose messages reach the host's UI, and the pack's nodes.
+
+Preloaded by the host (``AIRLOCK_PRELOAD``) before the worker connects, so it runs once per
+process and again in every new generation. Its configuration is the JSON in ``AIRLOCK_COMFY``,
+written by :mod:`comfy_airlock.host.packs`.
+
+The host calls :func:`scan` once per pack version (the result is cached by content hash) and
+:func:`run` for every node method it forwards; nothing here is imported by the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import importlib
+import importlib.util
+import inspect
+import json
+import logging
+import os
+import sys
+import types
+from typing import Any
+
+from comfy_airlock.worker import runtime
+
+log = logging.getLogger("comfy_airlock.worker")
+
+_CONFIG: dict[str, Any] = json.loads(os.environ.get("AIRLOCK_COMFY", "{}"))
+_PACK: types.ModuleType | None = None
+_NODES: dict[str, type] = {}
+_DISPLAY: dict[str, str] = {}
+_V3: set[str] = set()
+# One instance per host node object (ComfyUI keeps one per node id); bounded so a long session
+# that edits its graph a lot does not grow without end.
+_INSTANCES: collections.OrderedDict[tuple[str, str], Any] = collections.OrderedDict()
+_MAX_INSTANCES = 1024
+_LOOP: asyncio.AbstractEventLoop | None = None
+
+# Args that only make sense for the host's server process.
+_NOT_MIRRORED = {
+    "listen",
+    "port",
+    "tls_keyfile",
+    "tls_certfile",
+    "enable_cors_header",
+    "max_upload_size",
+    "base_directory",
+    "extra_model_paths_config",
+    "output_directory",
+    "temp_directory",
+    "input_directory",
+    "user_directory",
+    "auto_launch",
+    "disable_auto_launch",
+    "front_end_version",
+    "front_end_root",
+    "enable_compress_response_body",
+    "database_url",
+    "multi_user",
+    "disable_all_custom_nodes",
+    "whitelist_custom_nodes",
+    "disable_api_nodes",
+    "enable_manager",
+    "windows_standalone_build",
+    "verbose",
+    "log_stdout",
+}
+
+
+# --- setup ----------------------------------------------------------------------------------
+
+
+def _setup() -> None:
+    comfyui = _CONFIG.get("comfyui_dir")
+    if comfyui:
+        # Where the host has it: first, as ComfyUI's own main.py puts its directory first.
+        if comfyui not in sys.path:
+            sys.path.insert(1, comfyui)
+        _mirror_args(_CONFIG.get("args", {}))
+        _mirror_folder_paths(_CONFIG.get("folder_paths"))
+    _install_server_stub()
+    _register_comfy_codecs()
+
+
+def _mirror_args(host_args: dict[str, Any]) -> None:
+    """The host's flags (``--cpu``, ``--lowvram``, dtype and attention switches…) before any
+    ``comfy`` module reads them at import."""
+    try:
+        import comfy.cli_args as cli_args
+    except Exception as e:  # a pack env without ComfyUI's needs still runs numpy-only nodes
+        log.debug("comfy.cli_args not importable here: %s", e)
+        return
+    for key, value in host_args.items():
+        if key in _NOT_MIRRORED or not hasattr(cli_args.args, key):
+            continue
+        current = getattr(cli_args.args, key)
+        if isinstance(current, __import__("enum").Enum) and isinstance(value, str):
+            try:
+                value = type(current)(value)
+            except ValueError:
+                continue
+        setattr(cli_args.args, key, value)
+
+
+def _mirror_folder_paths(snapshot: dict[str, Any] | None) -> None:
+    if not snapshot:
+        return
+    try:
+        import folder_paths
+    except Exception as e:
+        log.debug("folder_paths not importable here: %s", e)
+        return
+    for attr in ("base_path", "models_dir", "output_directory", "temp_directory"):
+        if snapshot.get(attr):
+            setattr(folder_paths, attr, snapshot[attr])
+    for attr in ("input_directory", "user_directory"):
+        if snapshot.get(attr):
+            setattr(folder_paths, attr, snapshot[attr])
+    names = snapshot.get("folder_names_and_paths") or {}
+    folder_paths.folder_names_and_paths.clear()
+    for name, (paths, exts) in names.items():
+        folder_paths.folder_names_and_paths[name] = (list(paths), set(exts))
+
+
+class _Routes:
+    """Collects ``@PromptServer.instance.routes.get(...)`` registrations. Routes of isolated
+    packs are not served by the host yet; registering one is harmless and logged once."""
+
+    def __init__(self) -> None:
+        self.routes: list[tuple[str, str]] = []
+
+    def _add(self, method: str, path: str, **_: Any):
+        def deco(handler):
+            self.routes.append((method, path))
+            log.warning(
+                "HTTP route %s %s of an isolated pack is not served by the host (not supported yet)",
+                method,
+                path,
+            )
+            return handler
+
+        return deco
+
+    def get(self, path: str, **kw: Any):
+        return self._add("GET", path, **kw)
+
+    def post(self, path: str, **kw: Any):
+        return self._add("POST", path, **kw)
+
+    def put(self, path: str, **kw: Any):
+        return self._add("PUT", path, **kw)
+
+    def delete(self, path: str, **kw: Any):
+        return self._add("DELETE", path, **kw)
+
+    def patch(self, path: str, **kw: Any):
+        return self._add("PATCH", path, **kw)
+
+    def route(self, method: str, path: str, **kw: Any):
+        return self._add(method, path, **kw)
+
+    def __iter__(self):
+        return iter(())
+
+
+class PromptServer:
+    """What packs use of ``server.PromptServer.instance`` in the worker. UI messages go to the
+    host's real server, for the node that is running."""
+
+    instance: PromptServer
+
+    def __init__(self) -> None:
+        self.routes = _Routes()
+        self.client_id: str | None = None
+        self.last_node_id: str | None = None
+        self.last_prompt_id: str | None = None
+        self.supports = ["custom_nodes_from_web"]
+
+    def send_sync(self, event: str, data: Any, sid: str | None = None) -> None:
+        _emit_quietly("send_sync", (event, data, sid))
+
+    def send_progress_text(self, text: str | bytes, node_id: str, sid: str | None = None) -> None:
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8", "replace")
+        _emit_quietly("progress_text", (text, node_id, sid))
+
+    def add_on_prompt_handler(self, handler: Any) -> None:
+        log.warning("add_on_prompt_handler in an isolated pack is ignored (not supported yet)")
+
+
+def _install_server_stub() -> None:
+    module = types.ModuleType("server")
+    module.__doc__ = "comfy-airlock's stand-in for ComfyUI's server module inside a worker."
+    module.PromptServer = PromptServer  # type: ignore[attr-defined]
+    PromptServer.instance = PromptServer()
+    sys.modules["server"] = module
+
+
+def _emit_quietly(topic: str, payload: Any) -> None:
+    """UI messages outside a call, or that cannot cross, are dropped with a warning: a pack's
+    progress report must never fail its node."""
+    try:
+        runtime.emit(topic, payload)
+    except Exception as e:
+        log.warning("dropped a %s message for the host: %s", topic, e)
+
+
+def _progress_hook(value: Any, total: Any, preview: Any = None, node_id: Any = None) -> None:
+    if preview is not None:
+        preview = _encode_preview(preview)
+    _emit_quietly("progress", (value, total, preview))
+
+
+def _encode_preview(preview: Any) -> Any:
+    """ComfyUI's previews are ``(format, PIL.Image, max_size)``: the pixels cross as an array."""
+    try:
+        fmt, image, max_size = preview
+        import numpy as np
+
+        return (fmt, np.asarray(image.convert("RGB")), max_size)
+    except Exception as e:
+        log.debug("preview not forwarded: %s", e)
+        return None
+
+
+def _register_comfy_codecs() -> None:
+    try:
+        from comfy_execution.graph_utils import ExecutionBlocker
+    except Exception:
+        return
+    from comfy_airlock.values import register_codec
+
+    register_codec(
+        "comfy.ExecutionBlocker",
+        ExecutionBlocker,
+        lambda b: b.message,
+        ExecutionBlocker,
+    )
+
+
+# --- the pack -------------------------------------------------------------------------------
+
+
+def _load_pack() -> None:
+    global _PACK
+    if _PACK is not None:
+        return
+    pack_dir = _CONFIG["pack_dir"]
+    name = _CONFIG.get("module_name") or os.path.basename(pack_dir.rstrip("/"))
+    init = os.path.join(pack_dir, "__init__.py")
+    if os.path.isfile(init):
+        spec = importlib.util.spec_from_file_location(
+            name, init, submodule_search_locations=[pack_dir]
+        )
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load the pack at {pack_dir}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+    else:
+        module = types.ModuleType(name)
+        module.__path__ = [pack_dir]  # type: ignore[attr-defined]
+        sys.modules[name] = module
+    entry = _CONFIG.get("entry")
+    if entry:
+        module = importlib.import_module(f"{name}.{entry}")
+    _PACK = module
+    if "comfy.utils" in sys.modules:
+        sys.modules["comfy.utils"].set_progress_bar_global_hook(_progress_hook)
+    _collect(module)
+
+
+def _collect(module: types.ModuleType) -> None:
+    mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
+    if mappings is not None:
+        _NODES.update(mappings)
+        _DISPLAY.update(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {})
+        return
+    entrypoint = getattr(module, "comfy_entrypoint", None)
+    if entrypoint is None:
+        raise ImportError(
+            f"pack {_CONFIG.get('pack_name')!r} defines neither NODE_CLASS_MAPPINGS nor "
+            "comfy_entrypoint"
+        )
+
+    async def load() -> list[type]:
+        ext = entrypoint()
+        if inspect.isawaitable(ext):
+            ext = await ext
+        await ext.on_load()
+        return await ext.get_node_list()
+
+    for cls in _run_async(load()):
+        schema = cls.GET_SCHEMA()
+        _NODES[schema.node_id] = cls
+        _V3.add(schema.node_id)
+        if schema.display_name is not None:
+            _DISPLAY[schema.node_id] = schema.display_name
+
+
+def _run_async(coro: Any) -> Any:
+    global _LOOP
+    if _LOOP is None:
+        _LOOP = asyncio.new_event_loop()
+    return _LOOP.run_until_complete(coro)
+
+
+# --- scan -----------------------------------------------------------------------------------
+
+_V1_ATTRS = (
+    "RETURN_TYPES",
+    "RETURN_NAMES",
+    "OUTPUT_IS_LIST",
+    "INPUT_IS_LIST",
+    "OUTPUT_NODE",
+    "OUTPUT_TOOLTIPS",
+    "CATEGORY",
+    "DESCRIPTION",
+    "FUNCTION",
+    "DEPRECATED",
+    "EXPERIMENTAL",
+    "DEV_ONLY",
+    "API_NODE",
+    "NOT_IDEMPOTENT",
+    "HAS_INTERMEDIATE_OUTPUT",
+    "SEARCH_ALIASES",
+    "ESSENTIALS_CATEGORY",
+)
+_HIDDEN_V1 = {
+    "unique_id": "UNIQUE_ID",
+    "prompt": "PROMPT",
+    "extra_pnginfo": "EXTRA_PNGINFO",
+    "dynprompt": "DYNPROMPT",
+    "auth_token_comfy_org": "AUTH_TOKEN_COMFY_ORG",
+    "api_key_comfy_org": "API_KEY_COMFY_ORG",
+    "comfy_usage_source": "COMFY_USAGE_SOURCE",
+}
+
+
+def _plain(value: Any, where: str) -> Any:
+    """Metadata as plain values; anything else becomes its ``str`` (logged), since the host
+    only needs to show and validate it."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple):
+        return tuple(_plain(v, where) for v in value)
+    if isinstance(value, list):
+        return [_plain(v, where) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v, where) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return [_plain(v, where) for v in value]
+    log.warning("%s: %r is not plain data; the host sees its text", where, type(value).__name__)
+    return str(value)
+
+
+def _argspec(fn: Any) -> dict[str, Any] | None:
+    if fn is None:
+        return None
+    spec = inspect.getfullargspec(fn)
+    return {"args": list(spec.args), "varkw": spec.varkw is not None}
+
+
+def _describe_v1(node_id: str, cls: type) -> dict[str, Any]:
+    meta: dict[str, Any] = {"kind": "v1", "INPUT_TYPES": _plain(cls.INPUT_TYPES(), node_id)}
+    for attr in _V1_ATTRS:
+        if hasattr(cls, attr):
+            meta[attr] = _plain(getattr(cls, attr), f"{node_id}.{attr}")
+    meta["methods"] = {
+        "IS_CHANGED": _argspec(getattr(cls, "IS_CHANGED", None)),
+        "VALIDATE_INPUTS": _argspec(getattr(cls, "VALIDATE_INPUTS", None)),
+        "check_lazy_status": _argspec(getattr(cls, "check_lazy_status", None)),
+    }
+    return meta
+
+
+def _describe_v3(node_id: str, cls: type) -> dict[str, Any]:
+    from comfy_api.internal import first_real_override
+
+    info = cls.GET_NODE_INFO_V1()
+    inputs = dict(info["input"])
+    hidden = inputs.pop("hidden", None) or {}
+    # V3 writes hidden inputs as {name: (VALUE,)}; ComfyUI's V1 path wants {name: "VALUE"}.
+    if hidden:
+        inputs["hidden"] = {k: _HIDDEN_V1.get(k, k.upper()) for k in hidden}
+    meta: dict[str, Any] = {
+        "kind": "v3",
+        "INPUT_TYPES": _plain(inputs, node_id),
+        "RETURN_TYPES": tuple(info["output"]),
+        "RETURN_NAMES": tuple(info["output_name"]),
+        "OUTPUT_IS_LIST": tuple(info["output_is_list"]),
+        "INPUT_IS_LIST": bool(info["is_input_list"]),
+        "OUTPUT_NODE": bool(info["output_node"]),
+        "CATEGORY": info["category"],
+        "DESCRIPTION": info["description"] or "",
+        "FUNCTION": "execute",
+        "DEPRECATED": bool(info["deprecated"]),
+        "EXPERIMENTAL": bool(info["experimental"]),
+        "DEV_ONLY": bool(info.get("dev_only")),
+        "API_NODE": bool(info["api_node"]),
+        "HAS_INTERMEDIATE_OUTPUT": bool(info.get("has_intermediate_output")),
+        "NOT_IDEMPOTENT": bool(getattr(cls, "NOT_IDEMPOTENT", False)),
+    }
+    if any(t is not None for t in info.get("output_tooltips") or []):
+        meta["OUTPUT_TOOLTIPS"] = tuple(info["output_tooltips"])
+    if info.get("search_aliases"):
+        meta["SEARCH_ALIASES"] = list(info["search_aliases"])
+    if info.get("essentials_category"):
+        meta["ESSENTIALS_CATEGORY"] = info["essentials_category"]
+    meta["methods"] = {
+        "IS_CHANGED": _argspec(first_real_override(cls, "fingerprint_inputs")),
+        "VALIDATE_INPUTS": _argspec(first_real_override(cls, "validate_inputs")),
+        "check_lazy_status": _argspec(first_real_override(cls, "check_lazy_status")),
+    }
+    return _plain(meta, node_id)
+
+
+def scan() -> dict[str, Any]:
+    """Every node of the pack, as the host needs it to build proxies."""
+    _load_pack()
+    nodes: dict[str, Any] = {}
+    for node_id, cls in _NODES.items():
+        describe = _describe_v3 if node_id in _V3 else _describe_v1
+        meta = describe(node_id, cls)
+        meta["display_name"] = _DISPLAY.get(node_id)
+        nodes[node_id] = meta
+    return {"nodes": nodes}
+
+
+# --- calls ----------------------------------------------------------------------------------
+
+
+def _model_shaped(value: Any) -> str | None:
+    """The name of a model object that must not cross, or None."""
+    for mod, name in (
+        ("comfy.model_patcher", "ModelPatcher"),
+        ("comfy.sd", "CLIP"),
+        ("comfy.sd", "VAE"),
+        ("comfy.controlnet", "ControlBase"),
+        ("torch.nn", "Module"),
+    ):
+        m = sys.modules.get(mod)
+        cls = getattr(m, name, None) if m is not None else None
+        if cls is not None and isinstance(value, cls):
+            return type(value).__name__
+    return None
+
+
+def _check_outputs(node_id: str, outputs: Any) -> None:
+    if not isinstance(outputs, (tuple, list)):
+        return
+    cls = _NODES[node_id]
+    types_ = getattr(cls, "RETURN_TYPES", ()) if node_id not in _V3 else ()
+    for i, out in enumerate(outputs):
+        kind = _model_shaped(out)
+        if kind is not None:
+            declared = types_[i] if i < len(types_) else "?"
+            raise TypeError(
+                f"output {i} ({declared}) of node {node_id!r} is a {kind}: model objects "
+                "(MODEL, CLIP, VAE, CONTROL_NET) cannot cross the process boundary; load and "
+                "use the model inside the same isolated pack"
+            )
+
+
+def _instance(node_id: str, key: str) -> Any:
+    k = (node_id, key)
+    obj = _INSTANCES.get(k)
+    if obj is None:
+        obj = _NODES[node_id]()
+        _INSTANCES[k] = obj
+        if len(_INSTANCES) > _MAX_INSTANCES:
+            _INSTANCES.popitem(last=False)
+    else:
+        _INSTANCES.move_to_end(k)
+    return obj
+
+
+def _await(value: Any) -> Any:
+    return _run_async(value) if inspect.isawaitable(value) else value
+
+
+def _hidden_v3(kwargs: dict[str, Any]) -> dict[Any, Any]:
+    from comfy_api.latest import io
+
+    hidden = {}
+    for h in io.Hidden:
+        if h.name in kwargs:
+            hidden[h] = kwargs.pop(h.name)
+    return hidden
+
+
+def _run_v3(node_id: str, method: str, kwargs: dict[str, Any]) -> Any:
+    from comfy_api.latest import _io
+
+    cls = _NODES[node_id]
+    hidden = _hidden_v3(kwargs)
+    _, _, v3_data = _io.get_finalized_class_inputs(cls.INPUT_TYPES(), kwargs)
+    v3_data["hidden_inputs"] = hidden
+    clone = cls.PREPARE_CLASS_CLONE(v3_data)
+    if method == "execute":
+        fn = clone.EXECUTE_NORMALIZED_ASYNC if inspect.iscoroutinefunction(cls.execute) else None
+        kwargs = _io.build_nested_inputs(kwargs, v3_data)
+        out = _await(fn(**kwargs)) if fn else clone.EXECUTE_NORMALIZED(**kwargs)
+        result: dict[str, Any] = {}
+        if out.block_execution is not None:
+            from comfy_execution.graph_utils import ExecutionBlocker
+
+            n = len(cls.GET_SCHEMA().outputs)
+            result["result"] = tuple(ExecutionBlocker(out.block_execution) for _ in range(n))
+        elif out.result is not None:
+            _check_outputs(node_id, out.result)
+            result["result"] = tuple(out.result)
+        if out.ui is not None:
+            result["ui"] = out.ui.as_dict() if hasattr(out.ui, "as_dict") else out.ui
+        if out.expand is not None:
+            result["expand"] = out.expand
+        return result
+    name = {"IS_CHANGED": "fingerprint_inputs", "VALIDATE_INPUTS": "validate_inputs"}.get(
+        method, method
+    )
+    return _await(getattr(clone, name)(**kwargs))
+
+
+def run(node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:
+    """Runs ``method`` of node ``node_id`` (its FUNCTION, IS_CHANGED, VALIDATE_INPUTS or
+    check_lazy_status) with the host's arguments."""
+    _load_pack()
+    if node_id not in _NODES:
+        raise KeyError(f"the pack has no node {node_id!r} (its code changed since the scan?)")
+    if node_id in _V3:
+        return _run_v3(node_id, method, kwargs)
+    cls = _NODES[node_id]
+    if method in ("IS_CHANGED", "VALIDATE_INPUTS"):
+        return _await(getattr(cls, method)(**kwargs))
+    out = _await(getattr(_instance(node_id, key), method)(**kwargs))
+    if method == "check_lazy_status":
+        return out
+    if isinstance(out, dict):
+        if "result" in out:
+            _check_outputs(node_id, out["result"])
+        return out
+    _check_outputs(node_id, out)
+    return tuple(out) if isinstance(out, list) else out
+
+
+_setup()

@@ -1,0 +1,3 @@
+"""Never imported: its environment cannot be built."""
+
+raise RuntimeError("broken-env must never be imported")

@@ -1,0 +1,165 @@
+"""Test pack for the end-to-end tests: one node per behaviour that must survive isolation."""
+
+import os
+
+import comfy.utils
+import folder_paths
+from server import PromptServer
+
+
+def _fail_deep(reason):
+    raise ValueError(f"e2e: deliberate failure in the worker ({reason})")
+
+
+class E2EScale:
+    """IMAGE * factor; no IS_CHANGED, so ComfyUI's cache serves a second identical run."""
+
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "scale"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",), "factor": ("FLOAT", {"default": 0.5})}}
+
+    def scale(self, image, factor):
+        return (image * factor,)
+
+
+class E2EFail:
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "fail"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",), "reason": ("STRING", {"default": "boom"})}}
+
+    def fail(self, image, reason):
+        _fail_deep(reason)
+
+
+class E2EReport:
+    """Output node: shows its text, what the hidden inputs carried, and where it wrote a file
+    (the host's output directory, mirrored into the worker)."""
+
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ()
+    FUNCTION = "report"
+    OUTPUT_NODE = True
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {"text": ("STRING", {"forceInput": True})},
+            "hidden": {"unique_id": "UNIQUE_ID", "prompt": "PROMPT", "extra": "EXTRA_PNGINFO"},
+        }
+
+    def report(self, text, unique_id=None, prompt=None, extra=None):
+        path = os.path.join(folder_paths.get_output_directory(), f"e2e-report-{unique_id}.txt")
+        with open(path, "w") as f:
+            f.write(text)
+        hidden = f"unique_id={unique_id} prompt_nodes={len(prompt or {})} extra={extra}"
+        return {"ui": {"text": [text, hidden, path]}}
+
+
+class E2EValidated:
+    """VALIDATE_INPUTS and IS_CHANGED, both forwarded to the worker."""
+
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "echo"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"text": ("STRING", {"default": "hello"})}}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, text):
+        if text == "bad":
+            return "e2e: the worker refused text 'bad'"
+        return True
+
+    @classmethod
+    def IS_CHANGED(cls, text):
+        return f"{text}-{os.environ.get('E2E_SALT', '')}"
+
+    def echo(self, text):
+        return (f"echo:{text}",)
+
+
+class E2ELazy:
+    """Lazy inputs: check_lazy_status runs in the worker and asks only for the chosen input."""
+
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "pick"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "use_a": ("BOOLEAN", {"default": True}),
+                "a": ("STRING", {"lazy": True, "forceInput": True}),
+                "b": ("STRING", {"lazy": True, "forceInput": True}),
+            }
+        }
+
+    def check_lazy_status(self, use_a, a=None, b=None):
+        return ["a"] if use_a else ["b"]
+
+    def pick(self, use_a, a=None, b=None):
+        return (f"lazy:{a if use_a else b}",)
+
+
+class E2EProgress:
+    """Progress bar ticks and a custom UI message, from the worker to the host's websocket."""
+
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "work"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"steps": ("INT", {"default": 3})}}
+
+    def work(self, steps):
+        bar = comfy.utils.ProgressBar(steps)
+        for i in range(steps):
+            PromptServer.instance.send_sync("airlock-e2e", {"step": i})
+            bar.update(1)
+        return (f"progress:{steps}",)
+
+
+class E2EState:
+    """State kept on ``self`` persists between runs of the same node, as in-process."""
+
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "count"
+
+    def __init__(self):
+        self.runs = 0
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"tag": ("STRING", {"default": "x"})}}
+
+    @classmethod
+    def IS_CHANGED(cls, tag):
+        return float("nan")  # always re-run
+
+    def count(self, tag):
+        self.runs += 1
+        return (f"runs:{self.runs}",)
+
+
+NODE_CLASS_MAPPINGS = {
+    "E2EScale": E2EScale,
+    "E2EFail": E2EFail,
+    "E2EReport": E2EReport,
+    "E2EValidated": E2EValidated,
+    "E2ELazy": E2ELazy,
+    "E2EProgress": E2EProgress,
+    "E2EState": E2EState,
+}

@@ -222,6 +222,53 @@ def test_progress_and_ui_messages_reach_the_websocket(server):
     assert {(p["value"], p["max"], p["node"]) for p in progress} >= {(1, 3, "p"), (3, 3, "p")}
     custom = [m["data"] for m in server.messages(type="airlock-e2e")]
     assert [c["step"] for c in custom[-3:]] == [0, 1, 2]
+    # The preview (a PIL image in the worker) reached the browser as a binary frame.
+    assert server.messages(type="binary"), "no preview frame"
+
+
+def test_worker_sees_the_hosts_flags_and_folders(server):
+    prompt = {
+        "1": {"class_type": "E2EComfyState", "inputs": {}},
+        "2": {"class_type": "E2EReport", "inputs": {"text": ["1", 0]}},
+    }
+    text = report_texts(server.run(prompt, timeout=120), "2")[0]
+    assert text == f"cpu=True device=cpu output={server.output_dir}"
+
+
+def test_latent_and_conditioning_cross_both_ways(server):
+    prompt = {
+        "e": {
+            "class_type": "EmptyLatentImage",
+            "inputs": {"width": 64, "height": 32, "batch_size": 2},
+        },
+        "s": {"class_type": "E2ELatentShift", "inputs": {"samples": ["e", 0], "amount": 0.5}},
+        "u": {
+            "class_type": "LatentUpscaleBy",
+            "inputs": {"samples": ["s", 0], "upscale_method": "nearest-exact", "scale_by": 2.0},
+        },
+        "i": {"class_type": "E2ELatentInfo", "inputs": {"samples": ["u", 0]}},
+        "r": {"class_type": "E2EReport", "inputs": {"text": ["i", 0]}},
+        "c": {"class_type": "E2EConditioning", "inputs": {"tokens": 5}},
+        "ci": {"class_type": "E2EConditioningInfo", "inputs": {"conditioning": ["c", 0]}},
+        "cr": {"class_type": "E2EReport", "inputs": {"text": ["ci", 0]}},
+    }
+    entry = server.run(prompt, timeout=120)
+    # EmptyLatentImage (ComfyUI) -> shift (worker) -> upscale (ComfyUI) -> info (worker).
+    assert report_texts(entry, "r")[0] == "latent (2, 4, 8, 16) mean=0.500 tag=shifted"
+    assert report_texts(entry, "cr")[0] == "cond (1, 5, 8) pooled=16.0 area=(8, 8, 0, 0)"
+
+
+def test_model_objects_do_not_cross(server):
+    prompt = {
+        "m": {"class_type": "E2EModelOut", "inputs": {}},
+        "p": {"class_type": "PreviewAny", "inputs": {"source": ["m", 0]}},
+    }
+    entry = server.run(prompt, timeout=120, check=False)
+    err = execution_error(entry)
+    assert err is not None and err["node_type"] == "E2EModelOut"
+    assert "cannot cross the process boundary" in err["exception_message"]
+    assert "MODEL" in err["exception_message"]
+    assert "takes or returns MODEL" in server.log_text()  # warned at registration
 
 
 def test_broken_and_misplaced_packs_are_named_and_comfyui_serves(server):

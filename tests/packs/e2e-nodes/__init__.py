@@ -2,8 +2,12 @@
 
 import os
 
+import comfy.model_management
 import comfy.utils
 import folder_paths
+import torch
+from comfy.cli_args import args
+from PIL import Image
 from server import PromptServer
 
 
@@ -127,7 +131,8 @@ class E2EProgress:
         bar = comfy.utils.ProgressBar(steps)
         for i in range(steps):
             PromptServer.instance.send_sync("airlock-e2e", {"step": i})
-            bar.update(1)
+            preview = ("JPEG", Image.new("RGB", (16, 16), (255, 0, 0)), 512) if i == 1 else None
+            bar.update_absolute(i + 1, steps, preview)
         return (f"progress:{steps}",)
 
 
@@ -154,6 +159,100 @@ class E2EState:
         return (f"runs:{self.runs}",)
 
 
+class E2EComfyState:
+    """What the worker's ComfyUI looks like: the host's flags and folders, mirrored."""
+
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "state"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def state(self):
+        device = comfy.model_management.get_torch_device()
+        return (f"cpu={args.cpu} device={device} output={folder_paths.get_output_directory()}",)
+
+
+class E2ELatentShift:
+    """LATENT dicts cross both ways (with their extra keys)."""
+
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("LATENT",)
+    FUNCTION = "shift"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"samples": ("LATENT",), "amount": ("FLOAT", {"default": 1.0})}}
+
+    def shift(self, samples, amount):
+        out = dict(samples)
+        out["samples"] = samples["samples"] + amount
+        out["airlock"] = "shifted"
+        return (out,)
+
+
+class E2ELatentInfo:
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "info"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"samples": ("LATENT",)}}
+
+    def info(self, samples):
+        s = samples["samples"]
+        return (f"latent {tuple(s.shape)} mean={float(s.mean()):.3f} tag={samples.get('airlock')}",)
+
+
+class E2EConditioning:
+    """CONDITIONING: a list of [tensor, dict-with-tensors], made here, read back by the next."""
+
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("CONDITIONING",)
+    FUNCTION = "make"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"tokens": ("INT", {"default": 77})}}
+
+    def make(self, tokens):
+        cond = torch.ones(1, tokens, 8)
+        return ([[cond, {"pooled_output": torch.full((1, 8), 2.0), "area": (8, 8, 0, 0)}]],)
+
+
+class E2EConditioningInfo:
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "info"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"conditioning": ("CONDITIONING",)}}
+
+    def info(self, conditioning):
+        [[cond, extra]] = conditioning
+        pooled = float(extra["pooled_output"].sum())
+        return (f"cond {tuple(cond.shape)} pooled={pooled} area={tuple(extra['area'])}",)
+
+
+class E2EModelOut:
+    """Returns a model object, which must not cross."""
+
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("MODEL",)
+    FUNCTION = "load"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def load(self):
+        return (torch.nn.Linear(2, 2),)
+
+
 NODE_CLASS_MAPPINGS = {
     "E2EScale": E2EScale,
     "E2EFail": E2EFail,
@@ -162,4 +261,10 @@ NODE_CLASS_MAPPINGS = {
     "E2ELazy": E2ELazy,
     "E2EProgress": E2EProgress,
     "E2EState": E2EState,
+    "E2EComfyState": E2EComfyState,
+    "E2ELatentShift": E2ELatentShift,
+    "E2ELatentInfo": E2ELatentInfo,
+    "E2EConditioning": E2EConditioning,
+    "E2EConditioningInfo": E2EConditioningInfo,
+    "E2EModelOut": E2EModelOut,
 }

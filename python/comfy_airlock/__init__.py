@@ -21,6 +21,30 @@ from comfy_airlock.supervisor import Worker
 from comfy_airlock.values import Codec, register_codec
 
 
+def register_model(module, *, name=None, device=None):
+    """Inside an isolated pack's worker: makes the pack's own ``torch.nn.Module`` visible to
+    (and evictable by) ComfyUI's memory manager in the host. Elsewhere: does nothing and
+    returns None, so a pack can call it unconditionally."""
+    import os
+
+    if os.environ.get("AIRLOCK_WORKER") != "1":
+        return None
+    from comfy_airlock.worker.models import register_model as _register
+
+    return _register(module, name=name, device=device)
+
+
+def unregister_model(module):
+    """Undoes :func:`register_model` (the model leaves the host's ledger)."""
+    import os
+
+    if os.environ.get("AIRLOCK_WORKER") != "1":
+        return
+    from comfy_airlock.worker.models import unregister_model as _unregister
+
+    _unregister(module)
+
+
 def register_nodes(path=None):
     """Isolates the calling pack; see :func:`comfy_airlock.host.register_nodes`."""
     import inspect
@@ -46,7 +70,9 @@ __all__ = [
     "Worker",
     "WorkerDied",
     "register_codec",
+    "register_model",
     "register_nodes",
+    "unregister_model",
 ]
 
 del _values

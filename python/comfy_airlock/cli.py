@@ -1,4 +1,5 @@
-"""The ``airlock`` command (``airlock build | doctor | gc``); the work is done in Rust.
+"""The ``airlock`` command (``airlock build | doctor | gc``, done in Rust; ``airlock status``,
+which reads a running ComfyUI).
 
 This wrapper tells the core which interpreter runs it (the default Python of packs that do not
 ask for one) and where the ``uv`` package put its binary.
@@ -25,6 +26,10 @@ def _bundled_uv() -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """Runs ``airlock`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["status"]:  # asks a running ComfyUI over HTTP: no core needed
+        from comfy_airlock import status
+
+        return status.main(args[1:])
     hidden = ["--host-python", sys.executable]
     uv = _bundled_uv()
     if uv:

@@ -103,6 +103,19 @@ class Worker:
         """Control-lane round trip in seconds; answered even while a call is running."""
         return self._native.ping(timeout)
 
+    def heartbeat(self, timeout: float = 5.0) -> Any:
+        """The worker's latest memory report, answered by its control thread (also while a
+        call runs); None when no process is running."""
+        return self._native.heartbeat(timeout)
+
+    def model_command(
+        self, generation: int, model: int, op: str, arg: float = 0.0, timeout: float = 30.0
+    ) -> tuple[int, str | None, Any]:
+        """Runs ``op`` ("unload", "partially_unload", "partially_load") on a model of the
+        worker of ``generation``, on the control lane. Returns ``(bytes, refusal, report)``;
+        a command for a generation that is no longer running is refused without being sent."""
+        return self._native.model_command(generation, model, op, arg, timeout)
+
     def kill(self) -> None:
         """SIGKILL the current process (the next call starts a new generation)."""
         self._native.kill()

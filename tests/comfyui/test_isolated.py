@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,7 @@ def server(comfyui_dir, tmp_path_factory):
             "tiny-model": EXAMPLES / "tiny-model",
             "e2e-nodes": TEST_PACKS / "e2e-nodes",
             "broken-env": TEST_PACKS / "broken-env",
+            "memory-pack": TEST_PACKS / "memory-pack",
         },
     )
     env = {"AIRLOCK_HOME": str(AIRLOCK_HOME), "E2E_SALT": "1"}
@@ -314,3 +316,69 @@ def test_opt_in_pack_runs_in_its_worker(server):
 
 def test_host_comfyui_is_unpatched(server, comfyui_dir):
     assert tree_changes(comfyui_dir) == []
+
+
+def test_worker_models_are_in_comfyuis_ledger_and_free_releases_them(server):
+    prompt = {
+        "m": {
+            "class_type": "MemoryPackNode",
+            "inputs": {"name": "held", "mib": 4, "device": "cpu"},
+        },
+        "r": {"class_type": "E2EReport", "inputs": {"text": ["m", 0]}},
+    }
+    server.run(prompt, timeout=300)
+    status = server.get("/airlock/status")
+    [row] = [w for w in status["workers"] if w["pack"] == "memory-pack"]
+    [model] = [m for m in row["models"] if m["name"] == "held"]
+    assert model["resident"] == 4 * 1024 * 1024 and model["in_ledger"] and model["device"] == "cpu"
+    assert any(e["kind"] == "worker" and "held" in e["name"] for e in status["ledger"])
+    cli = subprocess.run(
+        [sys.executable, "-m", "comfy_airlock.cli", "status", "--url", server.url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert "memory-pack" in cli.stdout and "held #" in cli.stdout
+    # ComfyUI's "Free model and node cache" button: upstream unload_all_models() reaches the
+    # worker's model through its stand-in.
+    server.post("/free", {"unload_models": True})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status = server.get("/airlock/status")
+        [row] = [w for w in status["workers"] if w["pack"] == "memory-pack"]
+        held = [m for m in row["models"] if m["name"] == "held"]
+        if held and held[0]["resident"] == 0 and not held[0]["in_ledger"]:
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError(f"the worker model was not released: {status}")
+    assert not any(e["kind"] == "worker" for e in status["ledger"])
+    # Running the node again (other inputs, so not from the cache) loads it back, and it is in
+    # the ledger again.
+    again = {
+        "m": {
+            "class_type": "MemoryPackNode",
+            "inputs": {"name": "held", "mib": 5, "device": "cpu"},
+        },
+        "r": {"class_type": "E2EReport", "inputs": {"text": ["m", 0]}},
+    }
+    server.run(again, timeout=120)
+    [row] = [w for w in server.get("/airlock/status")["workers"] if w["pack"] == "memory-pack"]
+    [model] = [m for m in row["models"] if m["name"] == "held"]
+    assert model["resident"] == 4 * 1024 * 1024 and model["in_ledger"]
+
+
+def test_an_oom_in_a_worker_takes_comfyuis_oom_branch_to_its_models(server):
+    prompt = {
+        "o": {"class_type": "MemoryPackOOM", "inputs": {"name": "oom-held", "mib": 2}},
+        "r": {"class_type": "E2EReport", "inputs": {"text": ["o", 0]}},
+    }
+    entry = server.run(prompt, timeout=300, check=False)
+    err = execution_error(entry)
+    assert err is not None and "OutOfMemoryError" in err["exception_type"]
+    assert "This error means you ran out of memory" in err["exception_message"]  # upstream's tip
+    assert "Got an OOM, unloading all loaded models." in server.log_text()
+    [row] = [w for w in server.get("/airlock/status")["workers"] if w["pack"] == "memory-pack"]
+    [model] = [m for m in row["models"] if m["name"] == "oom-held"]
+    assert model["resident"] == 0 and not model["in_ledger"]

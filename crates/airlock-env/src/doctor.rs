@@ -7,7 +7,6 @@
 //! machine with a wedged driver can hang.
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -90,21 +89,10 @@ pub fn probe_env(
     }
 }
 
-/// Whether NVIDIA's management library can be loaded on this machine.
+/// Whether NVIDIA's management library loads and initialises here (a driver is up), read by
+/// the same NVML reader the memory bridge uses (`AIRLOCK_NVML_LIBRARY` names another library).
 pub fn nvml_present() -> bool {
-    let Ok(name) = CString::new("libnvidia-ml.so.1") else {
-        return false;
-    };
-    // SAFETY: dlopen with a valid NUL-terminated name; the handle is closed at once and no
-    // symbol from it is used.
-    unsafe {
-        let handle = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
-        if handle.is_null() {
-            return false;
-        }
-        libc::dlclose(handle);
-    }
-    true
+    airlock_device::Nvml::open().is_ok()
 }
 
 /// The state of a pack's env, as `doctor` reports it.

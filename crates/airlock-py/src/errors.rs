@@ -60,6 +60,20 @@ create_exception!(
     "A pack's environment is not built or out of date, and building was not asked for."
 );
 
+create_exception!(
+    comfy_airlock,
+    DeviceError,
+    AirlockError,
+    "A simulated GPU or NVML call failed (NVML that is missing reads as None, not as this)."
+);
+create_exception!(
+    comfy_airlock,
+    SimOutOfMemory,
+    DeviceError,
+    "A checked booking on a simulated GPU did not fit, as a CUDA allocation would not; \
+     `.requested` and `.free` are bytes."
+);
+
 pub fn died(e: &CoreDied) -> PyErr {
     Python::attach(|py| {
         let err = WorkerDied::new_err(e.to_string());

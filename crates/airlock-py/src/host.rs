@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use airlock_shm::PoolConfig;
 use airlock_supervisor::{LaneError, OutputSink, WorkerProcess, WorkerSpec};
-use airlock_wire::{Message, RemoteException, Side, Value};
+use airlock_wire::{Message, ModelOp, ModelOutcome, RemoteException, Side, Value};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyTuple};
@@ -311,6 +311,75 @@ impl Worker {
         py.detach(|| p.ping(Duration::from_secs_f64(timeout)))
             .map(|d| d.as_secs_f64())
             .map_err(|e| errors::lane(&self.spec.name, &e))
+    }
+
+    /// The worker's latest memory report (decoded), from its control thread; None when no
+    /// process is running.
+    #[pyo3(signature = (timeout=5.0))]
+    fn heartbeat<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let running = {
+            let slot = slot_lock(py, &self.slot);
+            slot.running
+                .as_ref()
+                .map(|r| (r.process.clone(), r.lane.clone_ref(py)))
+        };
+        let Some((p, lane)) = running else {
+            return Ok(None);
+        };
+        let report = py
+            .detach(|| p.heartbeat(Duration::from_secs_f64(timeout)))
+            .map_err(|e| errors::lane(&self.spec.name, &e))?;
+        decode(py, lane.bind(py), report).map(Some)
+    }
+
+    /// Runs a model command in the worker of `generation`: `op` is "unload",
+    /// "partially_unload" (`arg` bytes) or "partially_load" (`arg` the budget). Returns
+    /// `(bytes, refusal, report)`: `refusal` is a reason when nothing was done. A command for
+    /// a generation that is not running is refused here and never sent.
+    #[pyo3(signature = (generation, model, op, arg=0.0, timeout=30.0))]
+    fn model_command<'py>(
+        &self,
+        py: Python<'py>,
+        generation: u64,
+        model: u64,
+        op: &str,
+        arg: f64,
+        timeout: f64,
+    ) -> PyResult<(u64, Option<String>, Bound<'py, PyAny>)> {
+        let op = match op {
+            "unload" => ModelOp::Unload,
+            "partially_unload" => ModelOp::PartiallyUnload {
+                bytes: arg.max(0.0) as u64,
+            },
+            "partially_load" => ModelOp::PartiallyLoad { extra: arg },
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "unknown model command {other:?}"
+                )));
+            }
+        };
+        let running = {
+            let slot = slot_lock(py, &self.slot);
+            slot.running
+                .as_ref()
+                .filter(|r| r.process.generation() == generation && r.process.is_alive())
+                .map(|r| (r.process.clone(), r.lane.clone_ref(py)))
+        };
+        let Some((p, lane)) = running else {
+            let reason = format!(
+                "generation {generation} of worker '{}' is gone",
+                self.spec.name
+            );
+            return Ok((0, Some(reason), py.None().into_bound(py)));
+        };
+        let (outcome, report) = py
+            .detach(|| p.model_command(model, op, Duration::from_secs_f64(timeout)))
+            .map_err(|e| errors::lane(&self.spec.name, &e))?;
+        let report = decode(py, lane.bind(py), report)?;
+        Ok(match outcome {
+            ModelOutcome::Done { bytes } => (bytes, None, report),
+            ModelOutcome::Refused { reason } => (0, Some(reason), report),
+        })
     }
 
     /// SIGKILL the current process (for tests of crash handling).

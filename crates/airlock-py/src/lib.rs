@@ -3,6 +3,7 @@
 
 mod cli;
 mod convert;
+mod device;
 mod env;
 mod errors;
 mod hooks;
@@ -38,4 +39,14 @@ mod _native {
     use crate::env::{discover_packs, ensure_env, pack_config};
     #[pymodule_export]
     use crate::errors::{ConfigError, EnvError, EnvMissing};
+
+    // The simulated GPU and the NVML reader (comfy_airlock.device wraps these).
+    #[pymodule_export]
+    use crate::device::{Nvml, SimGpu, nvml_devices, nvml_memory};
+    #[pymodule_export]
+    use crate::errors::{DeviceError, SimOutOfMemory};
+    #[pymodule_export]
+    const SIM_GPU_ENV: &str = airlock_device::SIM_GPU_ENV;
+    #[pymodule_export]
+    const NVML_LIBRARY_ENV: &str = airlock_device::NVML_LIBRARY_ENV;
 }

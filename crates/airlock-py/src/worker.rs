@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use airlock_shm::PoolConfig;
-use airlock_supervisor::{CallLane, WorkerIdentity};
-use airlock_wire::{Message, RemoteException, Side, TOKEN_LEN, Token, Value};
+use airlock_supervisor::{CallLane, ControlState, ModelHandler, WorkerIdentity};
+use airlock_wire::{
+    Message, ModelOp, ModelOutcome, RemoteException, Side, TOKEN_LEN, Token, Value,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -48,14 +50,15 @@ pub fn connect(
         name: format!("airlock-worker-{}", std::process::id()),
         ..PoolConfig::default()
     };
-    let (lane, generation, name) = py
+    let (lane, control, name) = py
         .detach(|| airlock_supervisor::connect(&socket, token, &id, pool, host_gone))
         .map_err(|e| HandshakeError::new_err(format!("cannot connect to the host: {e}")))?;
     let lane_obj = Py::new(py, Lane::new(py, lane.clone(), Side::Worker))?;
     Ok(WorkerLink {
         lane,
         lane_obj,
-        generation,
+        generation: control.generation(),
+        control,
         name,
         current: AtomicU64::new(0),
     })
@@ -82,6 +85,7 @@ pub struct WorkerLink {
     lane_obj: Py<Lane>,
     #[pyo3(get)]
     generation: u64,
+    control: Arc<ControlState>,
     #[pyo3(get)]
     name: String,
     /// The id of the call running now; 0 between calls (ids start at 1).
@@ -93,6 +97,25 @@ impl WorkerLink {
     #[getter]
     fn lane<'py>(&self, py: Python<'py>) -> Bound<'py, Lane> {
         self.lane_obj.bind(py).clone()
+    }
+
+    /// Replaces the memory report that the control thread answers heartbeats with (plain
+    /// values only: it is encoded now, and sent later without the GIL).
+    fn publish(&self, py: Python<'_>, report: &Bound<'_, PyAny>) -> PyResult<()> {
+        let value = encode_plain(self.lane_obj.bind(py), report)?;
+        self.control.publish(value);
+        Ok(())
+    }
+
+    /// Installs `handler(model, op, arg) -> (freed_or_loaded | None, refusal | None, report)`
+    /// for model commands. It runs on the control thread, taking the GIL between the running
+    /// node's bytecodes; `op` is "unload", "partially_unload" (arg: bytes) or
+    /// "partially_load" (arg: the budget as upstream passes it).
+    fn set_model_handler(&self, py: Python<'_>, handler: Py<PyAny>) {
+        self.control.set_handler(Arc::new(PyModelHandler {
+            handler,
+            lane: self.lane_obj.clone_ref(py),
+        }));
     }
 
     /// Sends an event (progress, a preview, a UI message) to the host for the call running
@@ -234,4 +257,50 @@ fn plain_args(args: &Bound<'_, PyTuple>) -> Value {
         out.push(v);
     }
     Value::Tuple(out)
+}
+
+fn encode_plain(lane: &Bound<'_, Lane>, obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    let mut enc = Encoder::new(lane);
+    match enc.encode(obj) {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            enc.abandon();
+            Err(e)
+        }
+    }
+}
+
+/// Model commands answered by the worker runtime's Python handler.
+struct PyModelHandler {
+    handler: Py<PyAny>,
+    lane: Py<Lane>,
+}
+
+impl ModelHandler for PyModelHandler {
+    fn run(&self, model: u64, op: ModelOp) -> (ModelOutcome, Value) {
+        Python::attach(|py| {
+            let (name, arg): (&str, f64) = match op {
+                ModelOp::Unload => ("unload", 0.0),
+                ModelOp::PartiallyUnload { bytes } => ("partially_unload", bytes as f64),
+                ModelOp::PartiallyLoad { extra } => ("partially_load", extra),
+            };
+            let refused = |reason: String| (ModelOutcome::Refused { reason }, Value::None);
+            let out = match self.handler.bind(py).call1((model, name, arg)) {
+                Ok(out) => out,
+                Err(e) => return refused(format!("the model handler raised: {e}")),
+            };
+            let parsed: PyResult<(Option<u64>, Option<String>, Bound<'_, PyAny>)> = out.extract();
+            let (bytes, reason, report) = match parsed {
+                Ok(t) => t,
+                Err(e) => return refused(format!("the model handler answered badly: {e}")),
+            };
+            let report = encode_plain(self.lane.bind(py), &report).unwrap_or(Value::None);
+            let outcome = match (bytes, reason) {
+                (_, Some(reason)) => ModelOutcome::Refused { reason },
+                (Some(bytes), None) => ModelOutcome::Done { bytes },
+                (None, None) => ModelOutcome::Done { bytes: 0 },
+            };
+            (outcome, report)
+        })
+    }
 }

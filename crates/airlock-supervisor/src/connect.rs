@@ -7,6 +7,7 @@ use std::sync::Arc;
 use airlock_shm::PoolConfig;
 use airlock_wire::{Hello, Lane, Message, PROTOCOL_VERSION, Side, Token};
 
+use crate::control::ControlState;
 use crate::error::LaneError;
 use crate::lane::{CallLane, ControlLane, Framed, recv_one};
 
@@ -22,14 +23,15 @@ pub struct WorkerIdentity {
 /// answers heartbeats without Python and calls `host_gone` when the host disappears (the
 /// worker runtime passes a function that exits the process at once).
 ///
-/// Returns the call lane, the generation and the name the host gave this worker.
+/// Returns the call lane, the control state (holding the generation the host gave this
+/// worker) and the worker's name.
 pub fn connect(
     socket: &Path,
     token: Token,
     id: &WorkerIdentity,
     pool: PoolConfig,
     host_gone: fn(),
-) -> Result<(Arc<CallLane>, u64, String), LaneError> {
+) -> Result<(Arc<CallLane>, Arc<ControlState>, String), LaneError> {
     let open = |lane: Lane| -> Result<Framed, LaneError> {
         let framed = Framed::new(UnixStream::connect(socket)?);
         framed.send_one(&Message::Hello(Hello {
@@ -59,26 +61,44 @@ pub fn connect(
     let (generation, name) = welcome(&call)?;
     welcome(&control)?;
     let control = ControlLane::from_framed(control);
+    let state = Arc::new(ControlState::new(generation));
+    let served = state.clone();
     std::thread::Builder::new()
         .name("airlock-control".into())
-        .spawn(move || serve_control(control, host_gone))?;
+        .spawn(move || serve_control(control, &served, host_gone))?;
     Ok((
         Arc::new(CallLane::from_framed(call, Side::Worker, pool)),
-        generation,
+        state,
         name,
     ))
 }
 
-fn serve_control(control: ControlLane, host_gone: fn()) {
+fn serve_control(control: ControlLane, state: &ControlState, host_gone: fn()) {
     loop {
-        match control.recv() {
-            Ok(Some(Message::Ping { seq })) => {
-                if control.send(&Message::Pong { seq }).is_err() {
-                    break;
+        let answer = match control.recv() {
+            Ok(Some(Message::Ping { seq })) => Message::Pong { seq },
+            Ok(Some(Message::Heartbeat { seq })) => Message::Report {
+                seq,
+                report: state.report(),
+            },
+            Ok(Some(Message::Model {
+                seq,
+                generation,
+                model,
+                op,
+            })) => {
+                let (outcome, report) = state.run(generation, model, op);
+                Message::ModelDone {
+                    seq,
+                    outcome,
+                    report,
                 }
             }
-            Ok(Some(_)) => {}
+            Ok(Some(_)) => continue,
             Ok(None) | Err(_) => break,
+        };
+        if control.send(&answer).is_err() {
+            break;
         }
     }
     host_gone();

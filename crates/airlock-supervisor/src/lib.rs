@@ -13,6 +13,7 @@
 //! error that names the worker, its exit status and the last lines of its stderr.
 
 mod connect;
+mod control;
 mod error;
 mod exit;
 mod lane;
@@ -22,6 +23,7 @@ mod shm_state;
 mod spawn;
 
 pub use connect::{WorkerIdentity, connect};
+pub use control::{ControlState, ModelHandler};
 pub use error::{LaneError, SpawnError, WorkerDied};
 pub use exit::ExitDescription;
 pub use lane::{CallLane, ControlLane, LaneStats};

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use airlock_wire::{Hello, Lane, Message, Side, Token};
+use airlock_wire::{Hello, Lane, Message, ModelOp, ModelOutcome, Side, Token, Value};
 use rustix::event::{PollFd, PollFlags};
 use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
 
@@ -48,9 +48,9 @@ pub struct WorkerProcess {
     exit: Arc<ExitState>,
     stderr_tail: Arc<Tail>,
     hello: Hello,
-    /// One heartbeat in flight at a time, so that concurrent pings never take each other's
-    /// pong.
-    pings: Mutex<u64>,
+    /// One control request in flight at a time, so that concurrent callers never take each
+    /// other's answer; holds the last sequence number.
+    requests: Mutex<u64>,
 }
 
 impl WorkerProcess {
@@ -206,7 +206,7 @@ impl WorkerProcess {
             exit,
             stderr_tail,
             hello,
-            pings: Mutex::new(0),
+            requests: Mutex::new(0),
         })
     }
 
@@ -248,18 +248,63 @@ impl WorkerProcess {
     /// Round trip on the control lane, answered by the worker without its Python thread, so it
     /// works while a call is running.
     pub fn ping(&self, timeout: Duration) -> Result<Duration, LaneError> {
-        let mut last = self.pings.lock().unwrap_or_else(|p| p.into_inner());
+        let start = Instant::now();
+        self.request(|seq| Message::Ping { seq }, timeout)?;
+        Ok(start.elapsed())
+    }
+
+    /// The worker's latest memory report, answered by its control thread from what it last
+    /// published (so idle and busy workers alike answer at once).
+    pub fn heartbeat(&self, timeout: Duration) -> Result<Value, LaneError> {
+        match self.request(|seq| Message::Heartbeat { seq }, timeout)? {
+            Message::Report { report, .. } => Ok(report),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Runs `op` on `model` in the worker, stamped with this process's generation, and
+    /// returns its outcome and the worker's report taken after it.
+    pub fn model_command(
+        &self,
+        model: u64,
+        op: ModelOp,
+        timeout: Duration,
+    ) -> Result<(ModelOutcome, Value), LaneError> {
+        let generation = self.generation;
+        let msg = |seq| Message::Model {
+            seq,
+            generation,
+            model,
+            op,
+        };
+        match self.request(msg, timeout)? {
+            Message::ModelDone {
+                outcome, report, ..
+            } => Ok((outcome, report)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// One request and its answer on the control lane. Requests are serialized, so an answer
+    /// is never taken by another caller; a late answer to a timed-out request is skipped by
+    /// its sequence number.
+    fn request(
+        &self,
+        make: impl FnOnce(u64) -> Message,
+        timeout: Duration,
+    ) -> Result<Message, LaneError> {
+        let mut last = self.requests.lock().unwrap_or_else(|p| p.into_inner());
         *last += 1;
         let seq = *last;
         let start = Instant::now();
-        self.control.send(&Message::Ping { seq })?;
+        self.control.send(&make(seq))?;
         loop {
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
                 return Err(LaneError::Io(std::io::ErrorKind::TimedOut.into()));
             }
             match self.control.recv_timeout(left)? {
-                Some(Message::Pong { seq: s }) if s == seq => return Ok(start.elapsed()),
+                Some(m) if answer_seq(&m) == Some(seq) => return Ok(m),
                 Some(_) => continue,
                 None => return Err(LaneError::Closed),
             }
@@ -472,4 +517,18 @@ fn start_reaper(
     let _ = std::thread::Builder::new()
         .name(format!("airlock-reap-{name}"))
         .spawn(run);
+}
+
+/// The sequence number a control-lane answer refers to.
+fn answer_seq(m: &Message) -> Option<u64> {
+    match m {
+        Message::Pong { seq } | Message::Report { seq, .. } | Message::ModelDone { seq, .. } => {
+            Some(*seq)
+        }
+        _ => None,
+    }
+}
+
+fn unexpected(m: &Message) -> LaneError {
+    LaneError::Protocol(format!("unexpected {} on the control lane", m.kind()))
 }

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use airlock_shm::PoolConfig;
 use airlock_supervisor::{
-    ExitDescription, LaneError, OutputSink, SpawnError, Stream, WorkerIdentity, WorkerProcess,
-    WorkerSpec,
+    ExitDescription, LaneError, ModelHandler, OutputSink, SpawnError, Stream, WorkerIdentity,
+    WorkerProcess, WorkerSpec,
 };
-use airlock_wire::{HandshakeError, Message, Token, Value};
+use airlock_wire::{HandshakeError, Message, ModelOp, ModelOutcome, Token, Value};
 
 #[derive(Default)]
 struct Collect(Mutex<Vec<String>>);
@@ -67,9 +67,11 @@ fn fake_worker() {
         airlock_supervisor::connect(socket.as_ref(), token, &id, PoolConfig::default(), || {
             std::process::exit(0)
         });
-    let Ok((lane, _generation, _name)) = connected else {
+    let Ok((lane, control, _name)) = connected else {
         std::process::exit(2);
     };
+    control.publish(Value::Str("idle".into()));
+    control.set_handler(Arc::new(FakeModels));
     eprintln!("fake worker ready");
     while let Ok(Some(msg)) = lane.recv() {
         match msg {
@@ -92,6 +94,25 @@ fn fake_worker() {
         }
     }
     std::process::exit(0);
+}
+
+/// The fake worker's models: model `m` frees `m * 10` bytes, except model 0, which is busy.
+struct FakeModels;
+
+impl ModelHandler for FakeModels {
+    fn run(&self, model: u64, op: ModelOp) -> (ModelOutcome, Value) {
+        let outcome = match (model, op) {
+            (0, _) => ModelOutcome::Refused {
+                reason: "in use".into(),
+            },
+            (m, ModelOp::Unload) => ModelOutcome::Done { bytes: m * 10 },
+            (_, ModelOp::PartiallyUnload { bytes }) => ModelOutcome::Done { bytes },
+            (_, ModelOp::PartiallyLoad { extra }) => ModelOutcome::Done {
+                bytes: extra.max(0.0) as u64,
+            },
+        };
+        (outcome, Value::Str(format!("after {model}")))
+    }
 }
 
 fn start(mode: &str, sink: Arc<Collect>) -> Result<WorkerProcess, SpawnError> {
@@ -195,4 +216,35 @@ fn wrong_token_is_refused_at_the_handshake() {
         Err(e) => panic!("expected a bad-token refusal, got {e}"),
         Ok(_) => panic!("a worker with the wrong token was accepted"),
     }
+}
+
+#[test]
+fn heartbeats_and_model_commands_are_answered_while_a_call_runs() {
+    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+        return;
+    }
+    let w = Arc::new(start("echo", Arc::default()).unwrap());
+    let t = Duration::from_secs(5);
+    assert_eq!(w.heartbeat(t).unwrap(), Value::Str("idle".into()));
+    // A call that keeps the worker's call lane busy for 30 s.
+    w.call_lane()
+        .send(&Message::Call {
+            id: 1,
+            target: "sleep".into(),
+            args: Value::None,
+            kwargs: Value::None,
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let (outcome, report) = w.model_command(3, ModelOp::Unload, t).unwrap();
+    assert_eq!(outcome, ModelOutcome::Done { bytes: 30 });
+    assert_eq!(report, Value::Str("after 3".into()));
+    let (outcome, _) = w
+        .model_command(5, ModelOp::PartiallyUnload { bytes: 123 }, t)
+        .unwrap();
+    assert_eq!(outcome, ModelOutcome::Done { bytes: 123 });
+    let (outcome, _) = w.model_command(0, ModelOp::Unload, t).unwrap();
+    assert!(matches!(outcome, ModelOutcome::Refused { .. }));
+    assert_eq!(w.heartbeat(t).unwrap(), Value::Str("idle".into()));
+    w.kill();
 }

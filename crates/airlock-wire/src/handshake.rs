@@ -5,7 +5,7 @@ use thiserror::Error;
 
 /// Bumped on any change to [`crate::Message`] or its encoding. Host and worker load the same
 /// extension module, so a mismatch means a stale copy, not a negotiable difference.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Bytes in a per-spawn token.
 pub const TOKEN_LEN: usize = 32;

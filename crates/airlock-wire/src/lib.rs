@@ -17,5 +17,5 @@ mod value;
 pub use error::WireError;
 pub use frame::{FrameDecoder, encode_frame};
 pub use handshake::{HandshakeError, Hello, Lane, PROTOCOL_VERSION, TOKEN_LEN, Token};
-pub use message::{Message, Region, RemoteException, Side};
+pub use message::{Message, ModelOp, ModelOutcome, Region, RemoteException, Side};
 pub use value::{ArrayKind, DType, TensorDesc, Value};

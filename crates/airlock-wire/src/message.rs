@@ -37,6 +37,28 @@ pub struct RemoteException {
     pub traceback: String,
 }
 
+/// What the host asks of one worker model, on the control lane. Named after the stand-in
+/// methods upstream ComfyUI calls, whose arguments they carry unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum ModelOp {
+    /// `detach(unpatch_all=True)`: unload it entirely.
+    Unload,
+    /// `partially_unload(_, bytes)`: free about this many bytes of its residency.
+    PartiallyUnload { bytes: u64 },
+    /// `partially_load(_, extra)`: `1e32` everything, `0.1` almost nothing, a byte budget, or
+    /// a negative amount to shrink by.
+    PartiallyLoad { extra: f64 },
+}
+
+/// How a worker answered a [`ModelOp`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ModelOutcome {
+    /// Done: `bytes` freed (unloads) or newly resident (loads), measured after the fact.
+    Done { bytes: u64 },
+    /// Not done, and why (another generation, an unknown model, one the running node uses).
+    Refused { reason: String },
+}
+
 /// One frame's content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Message {
@@ -98,6 +120,32 @@ pub enum Message {
         topic: String,
         payload: Value,
     },
+    /// Host → worker, control lane: run `op` on model `model` of generation `generation`. A
+    /// worker of another generation refuses it, so a command never reaches a respawned
+    /// worker's models.
+    Model {
+        seq: u64,
+        generation: u64,
+        model: u64,
+        op: ModelOp,
+    },
+    /// Worker → host, control lane: the answer to `Model { seq }`, with the worker's memory
+    /// report taken after it.
+    ModelDone {
+        seq: u64,
+        outcome: ModelOutcome,
+        report: Value,
+    },
+    /// Host → worker, control lane: the latest memory report, please (idle workers too).
+    Heartbeat {
+        seq: u64,
+    },
+    /// Worker → host, control lane: the answer to `Heartbeat { seq }`, answered without the
+    /// worker's Python thread from the report it last published.
+    Report {
+        seq: u64,
+        report: Value,
+    },
 }
 
 impl Message {
@@ -117,6 +165,10 @@ impl Message {
             Message::Pong { .. } => "Pong",
             Message::Shutdown => "Shutdown",
             Message::Event { .. } => "Event",
+            Message::Model { .. } => "Model",
+            Message::ModelDone { .. } => "ModelDone",
+            Message::Heartbeat { .. } => "Heartbeat",
+            Message::Report { .. } => "Report",
         }
     }
 }

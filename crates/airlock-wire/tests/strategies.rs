@@ -4,8 +4,8 @@
 
 use airlock_wire::limits::MAX_DIMS;
 use airlock_wire::{
-    ArrayKind, DType, FrameDecoder, Hello, Lane, Message, Region, RemoteException, Side, TOKEN_LEN,
-    TensorDesc, Token, Value, encode_frame,
+    ArrayKind, DType, FrameDecoder, Hello, Lane, Message, ModelOp, ModelOutcome, Region,
+    RemoteException, Side, TOKEN_LEN, TensorDesc, Token, Value, encode_frame,
 };
 use proptest::collection::vec;
 use proptest::option;
@@ -196,6 +196,39 @@ pub fn message() -> impl Strategy<Value = Message> {
             topic,
             payload
         }),
+        (any::<u64>(), any::<u64>(), any::<u64>(), model_op()).prop_map(
+            |(seq, generation, model, op)| Message::Model {
+                seq,
+                generation,
+                model,
+                op
+            }
+        ),
+        (any::<u64>(), model_outcome(), value()).prop_map(|(seq, outcome, report)| {
+            Message::ModelDone {
+                seq,
+                outcome,
+                report,
+            }
+        }),
+        any::<u64>().prop_map(|seq| Message::Heartbeat { seq }),
+        (any::<u64>(), value()).prop_map(|(seq, report)| Message::Report { seq, report }),
+    ]
+}
+
+fn model_op() -> impl Strategy<Value = ModelOp> {
+    prop_oneof![
+        Just(ModelOp::Unload),
+        any::<u64>().prop_map(|bytes| ModelOp::PartiallyUnload { bytes }),
+        // Finite extras only: NaN never equals itself, and the host never sends one.
+        (-1e33f64..1e33f64).prop_map(|extra| ModelOp::PartiallyLoad { extra }),
+    ]
+}
+
+fn model_outcome() -> impl Strategy<Value = ModelOutcome> {
+    prop_oneof![
+        any::<u64>().prop_map(|bytes| ModelOutcome::Done { bytes }),
+        text().prop_map(|reason| ModelOutcome::Refused { reason }),
     ]
 }
 
@@ -262,6 +295,28 @@ pub fn message_eq(a: &Message, b: &Message) -> bool {
                 payload: pb,
             },
         ) => ia == ib && ta == tb && value_eq(pa, pb),
+        (
+            Message::ModelDone {
+                seq: sa,
+                outcome: oa,
+                report: ra,
+            },
+            Message::ModelDone {
+                seq: sb,
+                outcome: ob,
+                report: rb,
+            },
+        ) => sa == sb && oa == ob && value_eq(ra, rb),
+        (
+            Message::Report {
+                seq: sa,
+                report: ra,
+            },
+            Message::Report {
+                seq: sb,
+                report: rb,
+            },
+        ) => sa == sb && value_eq(ra, rb),
         _ => a == b,
     }
 }

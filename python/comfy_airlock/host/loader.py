@@ -169,6 +169,20 @@ def status() -> list[dict[str, Any]]:
     return [p.status() for p in packs] + failed
 
 
+def memory_status() -> dict[str, Any]:
+    """Workers with what they hold, and ComfyUI's own ledger (host models and stand-ins)."""
+    from comfy_airlock.host.bridge import BRIDGE, ledger_rows
+
+    workers = status()
+    for w in workers:
+        report = BRIDGE.last_report(w["pack"]) or {}
+        rows = report.get("models") or []
+        w["held"] = sum(int(r["resident"]) for r in rows if r["device"] != "cpu")
+        w["reserved"] = report.get("reserved")
+        w["floor"] = report.get("floor")
+    return {"workers": workers, "ledger": ledger_rows()}
+
+
 _ROUTES_DONE = False
 
 
@@ -184,6 +198,10 @@ def _register_routes() -> None:
     @instance.routes.get("/airlock/workers")
     async def _workers(request: Any) -> Any:
         return web.json_response(status())
+
+    @instance.routes.get("/airlock/status")
+    async def _status(request: Any) -> Any:
+        return web.json_response(memory_status())
 
 
 @atexit.register

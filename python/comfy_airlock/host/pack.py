@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from comfy_airlock import AirlockError
 from comfy_airlock.host import comfy_state
+from comfy_airlock.host.bridge import BRIDGE, Bridge
 from comfy_airlock.supervisor import Worker
 
 log = logging.getLogger("comfy_airlock")
@@ -41,6 +41,7 @@ class IsolatedPack:
     entry: str | None = None
     env_vars: dict[str, str] = field(default_factory=dict)
     stats: PackStats = field(default_factory=PackStats)
+    bridge: Bridge = BRIDGE
     _worker: Worker | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -65,7 +66,7 @@ class IsolatedPack:
             env=env,
             name=self.name,
             cwd=os.getcwd(),
-            on_event=_on_event,
+            on_event=self._on_event,
         )
 
     def worker(self) -> Worker:
@@ -80,20 +81,57 @@ class IsolatedPack:
             w, self._worker = self._worker, None
         if w is not None:
             w.close()
+        self.bridge.drop_pack(self.name)
 
     # --- calls ---------------------------------------------------------------------------
 
     def call(self, target: str, *args: Any) -> Any:
         t0 = time.perf_counter()
         self.stats.calls += 1
+        self.bridge.sync()
         try:
             return self.worker().call(target, *args)
         except BaseException as e:
             self.stats.errors += 1
             self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            if not self.alive():
+                self.bridge.drop_pack(self.name)
             raise
         finally:
             self.stats.busy_s += time.perf_counter() - t0
+
+    def _on_event(self, topic: str, payload: Any) -> None:
+        if topic == "telemetry":
+            w = self._worker
+            if w is not None:
+                self.bridge.reconcile(self, w.generation, payload)
+        else:
+            _on_event(topic, payload)
+
+    # --- memory ----------------------------------------------------------------------------
+
+    def alive(self) -> bool:
+        w = self._worker
+        return w is not None and w.alive
+
+    def alive_generation(self, generation: int) -> bool:
+        w = self._worker
+        return w is not None and w.alive and w.generation == generation
+
+    def model_command(
+        self, generation: int, model: int, op: str, arg: float
+    ) -> tuple[int, str | None, Any]:
+        w = self._worker
+        if w is None:
+            return 0, "no worker", None
+        return w.model_command(generation, model, op, arg)
+
+    def heartbeat(self) -> tuple[int | None, Any]:
+        w = self._worker
+        if w is None or not w.alive:
+            return None, None
+        generation = w.generation
+        return generation, w.heartbeat(1.0)
 
     def scan(self) -> dict[str, Any]:
         return self.call("comfy_airlock.worker.comfy:scan")
@@ -108,6 +146,7 @@ class IsolatedPack:
     # --- status --------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
+        """The worker's row; ``models`` are the stand-ins of its models in the host's ledger."""
         w = self._worker
         info = w.info() if w is not None else None
         pid = w.pid if w is not None else None
@@ -125,6 +164,7 @@ class IsolatedPack:
             "busy_s": round(self.stats.busy_s, 3),
             "last_error": self.stats.last_error,
             "env": self.env_dir,
+            "models": [r for r in self.bridge.rows() if r["pack"] == self.name],
         }
 
 
@@ -197,7 +237,3 @@ def _preview(preview: Any) -> Any:
     except Exception as e:
         log.debug("preview dropped: %s", e)
         return None
-
-
-class PackUnavailable(AirlockError):
-    """Raised by the proxies of a pack that could not be set up."""

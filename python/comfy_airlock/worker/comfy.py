@@ -23,7 +23,7 @@ import sys
 import types
 from typing import Any
 
-from comfy_airlock.worker import runtime
+from comfy_airlock.worker import models, runtime
 
 log = logging.getLogger("comfy_airlock.worker")
 
@@ -424,6 +424,7 @@ def _describe_v3(node_id: str, cls: type) -> dict[str, Any]:
 def scan() -> dict[str, Any]:
     """Every node of the pack, as the host needs it to build proxies."""
     _load_pack()
+    models.publish()
     nodes: dict[str, Any] = {}
     for node_id, cls in _NODES.items():
         describe = _describe_v3 if node_id in _V3 else _describe_v1

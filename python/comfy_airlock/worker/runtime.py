@@ -48,6 +48,30 @@ def _setup_logging() -> None:
 
 
 def _resolve(target: str) -> Callable[..., Any]:
+    """The callable for ``target``, wrapped so that what the worker holds after the call
+    reaches the host's ledger before the reply (see :mod:`comfy_airlock.worker.models`)."""
+    fn = _lookup(target)
+    from comfy_airlock.worker import models
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        tracked = models.active()
+        if tracked:
+            models.begin_call()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            # A call may register the first model: then it reports too.
+            report = models.end_call() if tracked or models.active() else None
+            if _link is not None and report is not None:
+                try:
+                    _link.emit("telemetry", report)
+                except Exception as e:  # never fail a call over its report
+                    logging.getLogger("comfy_airlock.worker").warning("report not sent: %s", e)
+
+    return call
+
+
+def _lookup(target: str) -> Callable[..., Any]:
     module, sep, qualname = target.partition(":")
     if not sep or not module or not qualname:
         raise ValueError(f"call target {target!r} is not of the form 'module:qualname'")
@@ -85,6 +109,9 @@ def serve(link) -> None:
     """Runs calls until the host says stop (the loop itself is in the core)."""
     global _link
     _link = link
+    from comfy_airlock.worker import models
+
+    models.install(link)
     link.serve(_resolve, _describe)
 
 

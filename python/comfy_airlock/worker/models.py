@@ -1,0 +1,387 @@
+"""The models a worker holds, what each occupies where, and freeing them on the host's command.
+
+Two kinds of model are known:
+
+- **patchers**: every entry of the worker's own ``comfy.model_management.current_loaded_models``
+  (models a pack loaded the ComfyUI way, through ``load_models_gpu``), read at each report;
+- **modules**: a ``torch.nn.Module`` a pack registers with :func:`register_model` (packs that
+  keep their own networks, outside ComfyUI's loader).
+
+Each has a size, its resident bytes on its device, and a sequence number bumped whenever its
+residency changes, so the host never lets an older report overwrite a newer one. The host's
+stand-ins (``comfy_airlock.host.standin``) send commands on the control lane; they run here on
+the control thread, also while a node runs, but never on a model the running node uses.
+
+Freed bytes are measured after the fact: for a CUDA device, ``memory_reserved`` before and after
+the unload and ``empty_cache``; for a module on the simulated GPU (``AIRLOCK_SIM_GPU``, tests and
+benchmarks), its booking on the simulated card.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import os
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+_LOCK = threading.RLock()
+_IDS = itertools.count(1)
+_SEQ = itertools.count(1)
+_PUBLISH: Any = None  # set by the runtime: publishes a report to the control thread
+# Patchers the running call asked ``load_models_gpu`` for (None between calls).
+_CALL_USED: set[int] | None = None
+
+# The last commands run, newest last: (model, op, arg, bytes or refusal), for status and tests.
+COMMANDS: collections.deque[tuple[int, str, float, Any]] = collections.deque(maxlen=256)
+
+# A model id per object, for as long as the object lives.
+_ID_OF: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def _sim():
+    path = os.environ.get("AIRLOCK_SIM_GPU")
+    if not path:
+        return None
+    from comfy_airlock.device import SimGpu
+
+    return SimGpu.open(path)
+
+
+class _Module:
+    """A registered ``nn.Module``. Residency is kept per tensor: on a real accelerator an
+    unloaded tensor moves to the CPU and back; on the CPU (ComfyUI's ``--cpu``) nothing moves
+    and unloading only takes it out of the ledger, as upstream does with its own CPU models; on
+    the simulated GPU nothing moves and residency is booked on the simulated card."""
+
+    def __init__(self, module: Any, name: str, device: str) -> None:
+        self.id = _id_for(module)
+        self.ref = weakref.ref(module)
+        self.name = name
+        self.device = device
+        self.seq = next(_SEQ)
+        self.last_used = time.time()
+        self.in_use = 0
+        self.virtual = device != "cpu" and _sim() is not None
+        self.moves = device != "cpu" and not self.virtual
+        tensors = self._tensors()
+        self.size = sum(_nbytes(t) for t in tensors)
+        self.resident_parts = [True] * len(tensors)
+        self._book()
+
+    def _tensors(self) -> list[Any]:
+        m = self.ref()
+        if m is None:
+            return []
+        return [*m.parameters(), *m.buffers()]
+
+    @property
+    def resident(self) -> int:
+        tensors = self._tensors()
+        return sum(_nbytes(t) for t, r in zip(tensors, self.resident_parts, strict=False) if r)
+
+    def _book(self) -> None:
+        if self.virtual:
+            _sim().book(os.getpid(), f"model-{self.id}", self.resident)
+
+    def free(self, want: int | None) -> None:
+        """Unloads tensors until ``want`` bytes are free (everything with None)."""
+        freed = 0
+        for i, t in enumerate(self._tensors()):
+            if want is not None and freed >= want:
+                break
+            if self.resident_parts[i]:
+                if self.moves:
+                    t.data = t.data.to("cpu")
+                self.resident_parts[i] = False
+                freed += _nbytes(t)
+        self.seq = next(_SEQ)
+        self._book()
+
+    def load(self, budget: float) -> None:
+        """Loads tensors back until ``budget`` more bytes are resident (1e32: all)."""
+        loaded = 0
+        for i, t in enumerate(self._tensors()):
+            if self.resident_parts[i]:
+                continue
+            if loaded + _nbytes(t) > budget:
+                break
+            if self.moves:
+                t.data = t.data.to(self.device)
+            self.resident_parts[i] = True
+            loaded += _nbytes(t)
+        self.seq = next(_SEQ)
+        self._book()
+
+    def forget(self) -> None:
+        if self.virtual:
+            _sim().release(os.getpid(), f"model-{self.id}")
+
+
+def _nbytes(t: Any) -> int:
+    return t.numel() * t.element_size()
+
+
+_MODULES: dict[int, _Module] = {}
+# Last seen residency of each patcher, to bump its sequence number only on change.
+_PATCHER_SEEN: dict[int, tuple[int, int, int]] = {}
+
+
+def _id_for(obj: Any) -> int:
+    with _LOCK:
+        i = _ID_OF.get(obj)
+        if i is None:
+            i = next(_IDS)
+            _ID_OF[obj] = i
+        return i
+
+
+def register_model(module: Any, *, name: str | None = None, device: str | None = None) -> int:
+    """Makes a pack's own ``torch.nn.Module`` known to ComfyUI's memory manager in the host:
+    it appears in ComfyUI's loaded-model list and ComfyUI can evict it like its own. ``device``
+    is where it is resident (default: its first parameter's device). Returns its model id."""
+    if device is None:
+        first = next(iter([*module.parameters(), *module.buffers()]), None)
+        device = str(first.device) if first is not None else "cpu"
+    with _LOCK:
+        m = _Module(module, name or type(module).__name__, device)
+        _MODULES[m.id] = m
+    publish()
+    return m.id
+
+
+def unregister_model(module: Any) -> None:
+    with _LOCK:
+        i = _ID_OF.get(module)
+        m = _MODULES.pop(i, None) if i is not None else None
+    if m is not None:
+        m.forget()
+        publish()
+
+
+@contextlib.contextmanager
+def using(*modules: Any) -> Iterator[None]:
+    """Marks registered modules as in use by the running node: they are loaded back if the host
+    unloaded them, and the host's commands leave them alone until the block ends."""
+    with _LOCK:
+        ms = [_MODULES[_ID_OF[m]] for m in modules if _ID_OF.get(m) in _MODULES]
+        for m in ms:
+            m.in_use += 1
+            m.last_used = time.time()
+            if m.resident < m.size:
+                m.load(1e32)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            for m in ms:
+                m.in_use -= 1
+                m.last_used = time.time()
+
+
+# --- the worker's own ComfyUI ledger ----------------------------------------------------------
+
+
+def _loaded_models() -> list[Any]:
+    mm = sys.modules.get("comfy.model_management")
+    if mm is None:
+        return []
+    return [lm for lm in list(mm.current_loaded_models) if lm.model is not None]
+
+
+def _used_now() -> set[int]:
+    """Patchers the running node asked for: the host must not take them away mid-node."""
+    used = _CALL_USED
+    return set(used) if used is not None else set()
+
+
+def _watch_loads() -> None:
+    """Records which patchers a node loads, by wrapping this worker's own ``load_models_gpu``
+    (our copy of ComfyUI, never the host's)."""
+    mm = sys.modules.get("comfy.model_management")
+    if mm is None or getattr(mm.load_models_gpu, "_airlock", False):
+        return
+    original = mm.load_models_gpu
+
+    def load_models_gpu(models, *args, **kwargs):
+        used = _CALL_USED
+        if used is not None:
+            used.update(_id_for(m) for m in models)
+        return original(models, *args, **kwargs)
+
+    load_models_gpu._airlock = True  # type: ignore[attr-defined]
+    load_models_gpu.__wrapped__ = original  # type: ignore[attr-defined]
+    mm.load_models_gpu = load_models_gpu
+
+
+def _patcher_rows() -> list[dict[str, Any]]:
+    rows = []
+    for lm in _loaded_models():
+        p = lm.model
+        i = _id_for(p)
+        size, resident = int(p.model_size()), int(p.loaded_size())
+        device = str(lm.device)
+        seen = _PATCHER_SEEN.get(i)
+        if seen is None or seen[1:] != (size, resident):
+            _PATCHER_SEEN[i] = (next(_SEQ), size, resident)
+        name = type(getattr(p, "model", p)).__name__
+        rows.append(
+            {
+                "id": i,
+                "name": name,
+                "kind": "patcher",
+                "device": device,
+                "size": size,
+                "resident": resident,
+                "seq": _PATCHER_SEEN[i][0],
+                "last_used": 0.0,
+                "in_use": False,
+            }
+        )
+    return rows
+
+
+def _reserved() -> int:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return int(torch.cuda.memory_reserved())
+    return 0
+
+
+def report() -> dict[str, Any]:
+    """What this worker holds, for the host's ledger."""
+    with _LOCK:
+        rows = _patcher_rows()
+        busy = _used_now()
+        for r in rows:
+            r["in_use"] = r["id"] in busy
+        for i, m in list(_MODULES.items()):
+            if m.ref() is None:
+                m.forget()
+                del _MODULES[i]
+                continue
+            rows.append(
+                {
+                    "id": m.id,
+                    "name": m.name,
+                    "kind": "module",
+                    "device": m.device,
+                    "size": m.size,
+                    "resident": m.resident,
+                    "seq": m.seq,
+                    "last_used": m.last_used,
+                    "in_use": m.in_use > 0,
+                }
+            )
+    return {"pid": os.getpid(), "reserved": _reserved(), "models": rows}
+
+
+def publish() -> dict[str, Any]:
+    r = report()
+    if _PUBLISH is not None:
+        _PUBLISH(r)
+    return r
+
+
+# --- commands from the host -------------------------------------------------------------------
+
+
+def _empty_cache() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def _run_patcher(lm: Any, op: str, arg: float) -> int:
+    mm = sys.modules["comfy.model_management"]
+    before = int(lm.model.loaded_size())
+    if op == "partially_load":
+        lm.model_use_more_vram(arg)
+        return max(0, int(lm.model.loaded_size()) - before)
+    if op == "unload" or arg >= before:
+        lm.model_unload()
+        with contextlib.suppress(ValueError):
+            mm.current_loaded_models.remove(lm)
+    else:
+        lm.model_unload(arg)
+    mm.soft_empty_cache()
+    return max(0, before - int(lm.model.loaded_size())) if lm.model is not None else before
+
+
+def execute(model: int, op: str, arg: float) -> tuple[int | None, str | None, dict[str, Any]]:
+    """Runs one command from the host; returns (bytes, refusal, report)."""
+    done, refusal, rep = _execute(model, op, arg)
+    COMMANDS.append((model, op, arg, done if refusal is None else refusal))
+    return done, refusal, rep
+
+
+def _execute(model: int, op: str, arg: float) -> tuple[int | None, str | None, dict[str, Any]]:
+    with _LOCK:
+        if model in _MODULES:
+            m = _MODULES[model]
+            if m.in_use:
+                return None, "the running node uses this model", publish()
+            reserved = _reserved()
+            before = m.resident
+            if op == "partially_load":
+                if arg < 0:
+                    m.free(int(-arg))
+                else:
+                    m.load(arg)
+                _empty_cache()
+                return max(0, m.resident - before), None, publish()
+            m.free(None if op == "unload" else int(arg))
+            _empty_cache()
+            freed = before - m.resident
+            if not m.virtual and reserved:
+                freed = max(freed, reserved - _reserved())
+            return max(0, freed), None, publish()
+        for lm in _loaded_models():
+            if _id_for(lm.model) == model:
+                if model in _used_now():
+                    return None, "the running node uses this model", publish()
+                if op == "partially_load" and arg < 0:
+                    return _run_patcher(lm, "partially_unload", -arg), None, publish()
+                return _run_patcher(lm, op, arg), None, publish()
+    return None, f"this worker holds no model {model}", publish()
+
+
+_LAST_SENT: dict[str, Any] | None = None
+
+
+def active() -> bool:
+    """Whether this worker can hold models at all (so calls of a worker that cannot skip the
+    bookkeeping): it registered a module, or its pack imported ComfyUI's model management."""
+    return bool(_MODULES) or "comfy.model_management" in sys.modules
+
+
+def begin_call() -> None:
+    global _CALL_USED
+    _watch_loads()
+    _CALL_USED = set()
+
+
+def end_call() -> dict[str, Any] | None:
+    """Publishes the report after a call; returns it when it changed since the last one sent
+    with a reply (or None: the host's ledger is current)."""
+    global _CALL_USED, _LAST_SENT
+    _CALL_USED = None
+    r = publish()
+    if r == _LAST_SENT:
+        return None
+    _LAST_SENT = r
+    return r
+
+
+def install(link: Any) -> None:
+    """Connects the registry to the control thread (called by the runtime once connected)."""
+    global _PUBLISH
+    _PUBLISH = link.publish
+    link.set_model_handler(execute)
+    publish()

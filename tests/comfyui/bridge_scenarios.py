@@ -1,0 +1,309 @@
+"""Memory-bridge scenarios against the REAL upstream ``comfy.model_management`` (ComfyUI 0.30.0,
+``--cpu``), a real worker (tests/packs/memory-pack) and the simulated GPU.
+
+Run as ``python bridge_scenarios.py SCENARIO``, one fresh process per scenario (upstream's ledger
+is module state); prints one JSON object. The simulated card stands for ``cuda:0``: the host's
+``get_free_memory(cuda:0)`` reads it (the test-only hook below; the product never patches the
+host), and the worker books its models' residency on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+MIB = 1024 * 1024
+
+sys.path.insert(0, os.environ["COMFYUI_DIR"])
+import comfy.cli_args  # noqa: E402
+
+comfy.cli_args.args.cpu = True
+import comfy.model_management as mm  # noqa: E402
+import folder_paths  # noqa: E402, F401  (the worker mirrors the host's folders)
+import torch  # noqa: E402
+
+from comfy_airlock.device import SimGpu  # noqa: E402
+
+CUDA = torch.device("cuda", 0)
+TMP = Path(tempfile.mkdtemp(prefix="airlock-bridge-"))
+# 4 GiB: room for upstream's own inference reserve (about 1.2 GiB), so only what a scenario asks
+# for is evicted.
+SIM = SimGpu.create(str(TMP / "card"), 4096 * MIB, "sim0")
+CARD = [SIM]  # the card the host's hook reads (the reference run swaps in its own)
+os.environ["AIRLOCK_SIM_GPU"] = SIM.path
+os.environ.setdefault("AIRLOCK_HEARTBEAT_S", "0.2")
+
+_host_free = mm.get_free_memory
+
+
+def _free(dev=None, torch_free_too=False):
+    """Test hook: the host's free memory on the fake cuda:0 is the simulated card's."""
+    if dev is not None and getattr(dev, "type", None) == "cuda":
+        free = CARD[0].free()
+        return (free, 0) if torch_free_too else free
+    return _host_free(dev, torch_free_too)
+
+
+mm.get_free_memory = _free
+
+from comfy_airlock.host import loader  # noqa: E402
+
+PACK_DIR = REPO / "tests" / "packs" / "memory-pack"
+
+
+def load_pack():
+    mappings, _ = loader.load_pack(str(PACK_DIR), "memory-pack")
+    assert "MemoryPackNode" in mappings, loader.status()
+    return loader._PACKS["memory-pack"]
+
+
+_LOADED_IN = set()  # worker generations that imported the pack (the scan cache may skip it)
+
+
+def call(pack, fn, *args):
+    w = pack.worker()
+    if w.generation not in _LOADED_IN or not w.alive:
+        pack.scan()
+        _LOADED_IN.add(pack.worker().generation)
+    return pack.call(f"memory-pack:{fn}", *args)
+
+
+def ledger():
+    """Names in upstream's order (index 0 first) of the worker models in the ledger."""
+    return [lm.model.model.name for lm in mm.current_loaded_models if lm.model is not None]
+
+
+def names(unloaded):
+    return [lm.model.model.name if lm.model is not None else None for lm in unloaded]
+
+
+# --- the in-process reference: what ComfyUI alone would do with models of the same sizes -----
+
+
+class LocalModel:
+    """A model held by the host itself, with the patcher surface upstream uses, booked on its
+    own simulated card the way a ModelPatcher's weights occupy VRAM."""
+
+    def __init__(self, card, name, parts):
+        self.card, self.name = card, name
+        self.parts = list(parts)  # [bytes, resident?]
+        self.model = type("Real", (), {"name": name})()
+        self.load_device, self.offload_device, self.parent = CUDA, torch.device("cpu"), None
+        self.clone_base_uuid = name
+        self._book()
+
+    def _book(self):
+        self.card.book(os.getpid(), self.name, self.loaded_size())
+
+    def model_size(self):
+        return sum(b for b, _ in self.parts)
+
+    def loaded_size(self):
+        return sum(b for b, r in self.parts if r)
+
+    def current_loaded_device(self):
+        return self.load_device if self.loaded_size() else self.offload_device
+
+    def model_patches_to(self, d):
+        pass
+
+    def model_dtype(self):
+        return None
+
+    def partially_load(self, d, extra, force_patch_weights=False):
+        return 0
+
+    def partially_unload(self, d, n, force_patch_weights=False):
+        freed = 0
+        for p in self.parts:
+            if freed >= n:
+                break
+            if p[1]:
+                p[1] = False
+                freed += p[0]
+        self._book()
+        return freed
+
+    def detach(self, unpatch_all=True):
+        if unpatch_all:
+            for p in self.parts:
+                p[1] = False
+            self._book()
+
+    def is_dynamic(self):
+        return False
+
+    def is_clone(self, other):
+        return getattr(other, "model", None) is self.model
+
+    def model_patches_models(self):
+        return []
+
+    def get_nested_additional_models(self):
+        return []
+
+
+REF_KEEP = []  # upstream holds patchers weakly; the host's nodes hold them strongly
+
+
+def insert_local(lm_model):
+    REF_KEEP.append(lm_model)
+    lm = mm.LoadedModel(lm_model)
+    lm.model_load()
+    mm.current_loaded_models.insert(0, lm)
+
+
+# --- scenarios ------------------------------------------------------------------------------
+
+ORDER_MODELS = [
+    ("A", 8, 4, 0),
+    ("B", 12, 4, 1),
+    ("C", 16, 4, 0),
+    ("D", 8, 4, 0),
+]  # name, MiB, parts, offloaded parts
+
+
+def scenario_order():
+    """free_memory walks worker stand-ins in upstream's order and stops at the minimum; the same
+    sizes held in-process are evicted identically."""
+    pack = load_pack()
+    for name, mib, parts, off in ORDER_MODELS:
+        call(pack, "make_model", name, mib, "cuda:0", parts)
+        if off:
+            call(pack, "offload", name, off * mib * MIB // parts)
+    ours_before = ledger()
+    need = CARD[0].free() + 17 * MIB
+    ours = names(mm.free_memory(need, CUDA))
+    worker_after = call(pack, "residency")
+    ours_used = CARD[0].used()
+    # The reference: the same models, in-process, on a card in the same state.
+    mm.current_loaded_models.clear()
+    pack.close()
+    ref_card = SimGpu.create(str(TMP / "ref"), 4096 * MIB, "ref")
+    CARD[0] = ref_card
+    for name, mib, parts, off in ORDER_MODELS:
+        per = mib * MIB // parts
+        insert_local(LocalModel(ref_card, name, [[per, i >= off] for i in range(parts)]))
+    ref_before = ledger()
+    ref = names(mm.free_memory(ref_card.free() + 17 * MIB, CUDA))
+    return {
+        "ours_before": ours_before,
+        "ours": ours,
+        "ref_before": ref_before,
+        "ref": ref,
+        "worker_after": worker_after,
+        "used_after": ours_used,
+        "ref_used_after": ref_card.used(),
+    }
+
+
+def scenario_partial():
+    """A partial unload that frees enough keeps the entry; one that falls short (the model is in
+    use by a running node) escalates to a detach, and the popped model comes back at the next
+    report because the worker still holds it."""
+    pack = load_pack()
+    call(pack, "make_model", "A", 16, "cuda:0", 4)
+    out = {}
+    unloaded = mm.free_memory(CARD[0].free() + 4 * MIB, CUDA)
+    out["partial_unloaded"] = names(unloaded)
+    out["partial_ledger"] = ledger()
+    out["partial_resident"] = call(pack, "residency")["A"]
+    out["standin_loaded"] = [s.loaded_size() for s in pack.bridge.standins("memory-pack")]
+    # In use: the node holding it runs on another thread; the control lane still answers.
+    call(pack, "make_model", "B", 8, "cuda:0", 4)
+    b = next(s for s in pack.bridge.standins("memory-pack") if s.model.name == "B")
+    t = threading.Thread(target=call, args=(pack, "hold_in_use", "A", 2.0))
+    t.start()
+    time.sleep(0.8)
+    # While that node runs: a model it does not use is evictable...
+    out["idle_freed_while_busy"] = b.partially_unload(torch.device("cpu"), 2 * MIB)
+    out["idle_loaded_while_busy"] = b.loaded_size()
+    # ...and the one it uses is not (upstream walks only A: B is in keep_loaded).
+    keep = [lm for lm in mm.current_loaded_models if lm.model is b]
+    unloaded = mm.free_memory(CARD[0].free() + 4 * MIB, CUDA, keep_loaded=keep)
+    out["busy_unloaded"] = names(unloaded)
+    out["busy_ledger"] = ledger()
+    # An idle worker's report comes from its control thread, Python busy or not.
+    out["heartbeat_names"] = sorted(r["name"] for r in pack.heartbeat()[1]["models"])
+    t.join()
+    out["after_report_ledger"] = ledger()
+    out["busy_resident"] = call(pack, "residency")["A"]
+    return out
+
+
+def scenario_rerequest():
+    """load_models_gpu on a stand-in that loaded_models() returned: upstream detaches it with
+    unpatch_all=False and asks it to load; nothing moves in the worker."""
+    pack = load_pack()
+    call(pack, "make_model", "A", 8, "cuda:0", 4)
+    call(pack, "make_model", "B", 8, "cuda:0", 4)
+    before = call(pack, "commands")
+    standin = next(p for p in mm.loaded_models() if p.model.name == "A")
+    mm.load_models_gpu([standin])
+    return {
+        "ledger": ledger(),
+        "commands_before": before,
+        "commands_after": call(pack, "commands"),
+        "residency": call(pack, "residency"),
+    }
+
+
+def scenario_unload_all():
+    """unload_all_models (the Free button, POST /free, --disable-smart-memory, the OOM branch)
+    releases worker models. Under --cpu upstream walks only cpu, so the test points its device
+    list at the simulated cuda:0, as on a GPU machine."""
+    pack = load_pack()
+    call(pack, "make_model", "A", 8, "cuda:0", 4)
+    call(pack, "make_model", "B", 16, "cuda:0", 4)
+    used_before = CARD[0].used()
+    mm.get_all_torch_devices = lambda exclude_current=False: [CUDA]
+    mm.unload_all_models()
+    return {
+        "used_before": used_before,
+        "used_after": CARD[0].used(),
+        "ledger": ledger(),
+        "residency": call(pack, "residency"),
+    }
+
+
+def scenario_killed():
+    """A worker killed with SIGKILL: upstream's walk over its stand-ins raises nothing and frees
+    nothing there; its stand-ins leave the ledger; a stale stand-in never reaches the respawned
+    worker's models."""
+    pack = load_pack()
+    call(pack, "make_model", "A", 8, "cuda:0", 4)
+    old = pack.bridge.standins("memory-pack")[0]
+    gen = pack._worker.generation
+    pack._worker.kill()
+    time.sleep(0.3)
+    error = None
+    try:
+        unloaded = names(mm.free_memory(CARD[0].free() + 64 * MIB, CUDA))
+    except Exception as e:  # must not happen
+        error = repr(e)
+        unloaded = None
+    # The respawned worker (next call) gets a model with the same id.
+    call(pack, "make_model", "A2", 8, "cuda:0", 4)
+    new_gen = pack._worker.generation
+    old.detach(True)  # a stale command: refused, never sent
+    return {
+        "error": error,
+        "unloaded": unloaded,
+        "generations": [gen, new_gen],
+        "ledger": ledger(),
+        "residency": call(pack, "residency"),
+        "ledger_generations": sorted({s.generation for s in pack.bridge.standins()}),
+    }
+
+
+if __name__ == "__main__":
+    result = globals()[f"scenario_{sys.argv[1]}"]()
+    for p in list(loader._PACKS.values()):
+        p.close()
+    print("RESULT " + json.dumps(result))

@@ -1,0 +1,87 @@
+"""The memory bridge against the REAL upstream ``comfy.model_management`` of ComfyUI 0.30.0,
+with a real worker and the simulated GPU. Each scenario runs in a fresh process
+(``bridge_scenarios.py``), because upstream's ledger is module state."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+AIRLOCK_HOME = Path(os.environ.get("AIRLOCK_TEST_HOME") or REPO / ".cache" / "test-airlock-home")
+MIB = 1024 * 1024
+
+
+def run(scenario: str, comfyui_dir: Path) -> dict:
+    env = {**os.environ, "COMFYUI_DIR": str(comfyui_dir), "AIRLOCK_HOME": str(AIRLOCK_HOME)}
+    p = subprocess.run(
+        [sys.executable, str(HERE / "bridge_scenarios.py"), scenario],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    if p.returncode != 0 or not lines:
+        pytest.fail(
+            f"scenario {scenario} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}"
+        )
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def test_free_memory_evicts_what_in_process_comfyui_would(comfyui_dir):
+    r = run("order", comfyui_dir)
+    # Same models, same ledger order, same victims: upstream's sort (most offloaded first,
+    # then refcount, size, newest) and its re-measure after each unload.
+    assert r["ours_before"] == r["ref_before"] == ["D", "C", "B", "A"]
+    assert r["ours"] == r["ref"] == ["B", "D"]
+    # The worker really freed them (its residency and the card), and nothing more.
+    assert r["worker_after"] == {"A": 8 * MIB, "B": 0, "C": 16 * MIB, "D": 0}
+    assert r["used_after"] == r["ref_used_after"] == 24 * MIB
+
+
+def test_partial_unload_keeps_the_entry_and_a_short_one_escalates(comfyui_dir):
+    r = run("partial", comfyui_dir)
+    assert r["partial_unloaded"] == []  # freed enough: the entry stays
+    assert r["partial_ledger"] == ["A"]
+    assert r["partial_resident"] == 12 * MIB
+    assert r["standin_loaded"] == [12 * MIB]
+    # In use by the running node: refused, so upstream detaches and pops it...
+    assert r["busy_unloaded"] == ["A"] and r["busy_ledger"] == ["B"]
+    # ...but the worker still holds it (using() loaded it back in full), and the next report
+    # puts it back.
+    assert r["busy_resident"] == 16 * MIB
+    assert r["after_report_ledger"] == ["A", "B"]
+
+
+def test_rerequested_standin_is_not_unloaded(comfyui_dir):
+    r = run("rerequest", comfyui_dir)
+    assert r["ledger"][0] == "A"  # re-inserted at the front
+    new = r["commands_after"][len(r["commands_before"]) :]
+    # detach(unpatch_all=False) sent nothing; the load asked for 1e32 and moved 0 bytes.
+    assert [c[1] for c in new] == ["partially_load"]
+    assert new[0][2] == 1e32 and new[0][3] == 0
+    assert r["residency"] == {"A": 8 * MIB, "B": 8 * MIB}
+
+
+def test_unload_all_models_releases_worker_models(comfyui_dir):
+    r = run("unload_all", comfyui_dir)
+    assert r["used_before"] == 24 * MIB
+    assert r["used_after"] == 0
+    assert r["ledger"] == []
+    assert r["residency"] == {"A": 0, "B": 0}
+
+
+def test_killed_worker_leaves_the_ledger_and_stale_commands_never_arrive(comfyui_dir):
+    r = run("killed", comfyui_dir)
+    assert r["error"] is None
+    assert r["generations"][1] == r["generations"][0] + 1
+    assert r["ledger"] == ["A2"]
+    assert r["ledger_generations"] == [r["generations"][1]]
+    assert r["residency"] == {"A2": 8 * MIB}  # the stale detach did not reach model id 1

@@ -272,6 +272,24 @@ def scenario_unload_all():
     }
 
 
+def scenario_patcher():
+    """A model the pack loaded through the worker's own load_models_gpu (a real ModelPatcher,
+    on the CPU as under --cpu) is in the host's ledger on cpu, and the host's
+    unload_all_models() unloads it with the worker's own upstream code."""
+    pack = load_pack()
+    loaded = call(pack, "load_patcher", "P", 4)
+    out = {"loaded": loaded, "worker_before": call(pack, "worker_ledger")}
+    out["host_before"] = [
+        [str(lm.device), lm.model.model.name, lm.model.loaded_size()]
+        for lm in mm.current_loaded_models
+    ]
+    mm.unload_all_models()  # under --cpu it walks the cpu device
+    out["host_after"] = ledger()
+    out["worker_after"] = call(pack, "worker_ledger")
+    out["host_after_report"] = ledger()
+    return out
+
+
 def scenario_killed():
     """A worker killed with SIGKILL: upstream's walk over its stand-ins raises nothing and frees
     nothing there; its stand-ins leave the ledger; a stale stand-in never reaches the respawned

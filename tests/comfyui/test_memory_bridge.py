@@ -78,6 +78,16 @@ def test_unload_all_models_releases_worker_models(comfyui_dir):
     assert r["residency"] == {"A": 0, "B": 0}
 
 
+def test_models_loaded_through_the_workers_own_load_models_gpu(comfyui_dir):
+    r = run("patcher", comfyui_dir)
+    assert r["loaded"] == 4 * MIB
+    assert r["worker_before"] == [["Linear", 4 * MIB]]
+    assert r["host_before"] == [["cpu", "Linear", 4 * MIB]]
+    assert r["host_after"] == []  # upstream detached and popped the stand-in...
+    assert r["worker_after"] == []  # ...and the worker's own upstream unloaded the model
+    assert r["host_after_report"] == []
+
+
 def test_killed_worker_leaves_the_ledger_and_stale_commands_never_arrive(comfyui_dir):
     r = run("killed", comfyui_dir)
     assert r["error"] is None

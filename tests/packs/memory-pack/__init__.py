@@ -22,6 +22,34 @@ def make_model(name, mib, device="cuda:0", chunks=4):
     return comfy_airlock.register_model(module, name=name, device=device)
 
 
+PATCHERS = {}
+
+
+def load_patcher(name, mib):
+    """A model loaded the ComfyUI way, through the worker's own load_models_gpu (on the CPU
+    here, as under --cpu): the bridge finds it in the worker's current_loaded_models."""
+    import comfy.model_management
+    import comfy.model_patcher
+
+    net = torch.nn.Linear(mib * 1024 * 1024 // 4 // 1024, 1024, bias=False)
+    cpu = torch.device("cpu")
+    patcher = comfy.model_patcher.ModelPatcher(net, load_device=cpu, offload_device=cpu)
+    PATCHERS[name] = patcher
+    comfy.model_management.load_models_gpu([patcher])
+    return int(patcher.loaded_size())
+
+
+def worker_ledger():
+    """The worker's own ComfyUI ledger: (class name, loaded bytes) per entry."""
+    import comfy.model_management
+
+    return [
+        [type(lm.model.model).__name__, int(lm.model.loaded_size())]
+        for lm in comfy.model_management.current_loaded_models
+        if lm.model is not None
+    ]
+
+
 def drop_model(name):
     module = MODELS.pop(name)
     comfy_airlock.unregister_model(module)

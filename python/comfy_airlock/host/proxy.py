@@ -16,6 +16,7 @@ import uuid
 from typing import Any
 
 from comfy_airlock.host.pack import IsolatedPack
+from comfy_airlock.models_crossing import model_kind
 
 log = logging.getLogger("comfy_airlock")
 
@@ -52,26 +53,11 @@ def _signature(spec: dict[str, Any]) -> inspect.Signature:
     return inspect.Signature(params)
 
 
-def _model_shaped(value: Any) -> str | None:
-    for mod, name in (
-        ("comfy.model_patcher", "ModelPatcher"),
-        ("comfy.sd", "CLIP"),
-        ("comfy.sd", "VAE"),
-        ("comfy.controlnet", "ControlBase"),
-        ("torch.nn", "Module"),
-    ):
-        m = sys.modules.get(mod)
-        cls = getattr(m, name, None) if m is not None else None
-        if cls is not None and isinstance(value, cls):
-            return type(value).__name__
-    return None
-
-
 def _check_inputs(pack: str, node_id: str, kwargs: dict[str, Any]) -> None:
     for name, value in kwargs.items():
         items = value if isinstance(value, list) else [value]
         for v in items:
-            kind = _model_shaped(v)
+            kind = model_kind(v)
             if kind is not None:
                 raise TypeError(
                     f"[comfy-airlock] node {node_id!r} of isolated pack {pack!r}: input "

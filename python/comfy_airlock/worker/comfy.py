@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import enum
 import importlib
 import importlib.util
 import inspect
@@ -23,6 +24,7 @@ import sys
 import types
 from typing import Any
 
+from comfy_airlock.models_crossing import model_kind
 from comfy_airlock.worker import models, runtime
 
 log = logging.getLogger("comfy_airlock.worker")
@@ -96,7 +98,7 @@ def _mirror_args(host_args: dict[str, Any]) -> None:
         if key in _NOT_MIRRORED or not hasattr(cli_args.args, key):
             continue
         current = getattr(cli_args.args, key)
-        if isinstance(current, __import__("enum").Enum) and isinstance(value, str):
+        if isinstance(current, enum.Enum):
             try:
                 value = type(current)(value)
             except ValueError:
@@ -437,29 +439,13 @@ def scan() -> dict[str, Any]:
 # --- calls ----------------------------------------------------------------------------------
 
 
-def _model_shaped(value: Any) -> str | None:
-    """The name of a model object that must not cross, or None."""
-    for mod, name in (
-        ("comfy.model_patcher", "ModelPatcher"),
-        ("comfy.sd", "CLIP"),
-        ("comfy.sd", "VAE"),
-        ("comfy.controlnet", "ControlBase"),
-        ("torch.nn", "Module"),
-    ):
-        m = sys.modules.get(mod)
-        cls = getattr(m, name, None) if m is not None else None
-        if cls is not None and isinstance(value, cls):
-            return type(value).__name__
-    return None
-
-
 def _check_outputs(node_id: str, outputs: Any) -> None:
     if not isinstance(outputs, (tuple, list)):
         return
     cls = _NODES[node_id]
     types_ = getattr(cls, "RETURN_TYPES", ()) if node_id not in _V3 else ()
     for i, out in enumerate(outputs):
-        kind = _model_shaped(out)
+        kind = model_kind(out)
         if kind is not None:
             declared = types_[i] if i < len(types_) else "?"
             raise TypeError(

@@ -27,6 +27,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from comfyui.harness import DEFAULT_COMFYUI_DIR, ComfyUI, make_base_dir  # noqa: E402
 
+from comfy_airlock.status import render  # noqa: E402
+
 WORKFLOW = {
     "noise": {
         "class_type": "LegacyNoiseImage",
@@ -114,6 +116,8 @@ def main() -> int:
             "busy_s",
         ]
         print(table(rows, cols))
+        print("\nmemory (GET /airlock/status, as `airlock status` shows it):")
+        print(render(ui.get("/airlock/status")))
         if opts.keep:
             print(f"\nComfyUI keeps serving at {ui.url} — Ctrl-C stops it.")
             while ui.alive:

@@ -11,16 +11,19 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-MIB = 1024 * 1024
-
 
 def fetch(url: str, timeout: float = 10.0) -> dict[str, Any]:
     with urllib.request.urlopen(f"{url.rstrip('/')}/airlock/status", timeout=timeout) as r:
         return json.load(r)
 
 
-def _mib(n: Any) -> str:
-    return "-" if n is None else f"{n / MIB:.1f}"
+def _size(n: Any) -> str:
+    if n is None:
+        return "-"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
 
 
 def render(status: dict[str, Any]) -> str:
@@ -43,9 +46,9 @@ def render(status: dict[str, Any]) -> str:
             str(w.get("pid") or "-"),
             str(w.get("generation") or "-"),
             w.get("python") or "-",
-            _mib(w.get("held")),
-            _mib(w.get("reserved")),
-            _mib(w.get("floor")),
+            _size(w.get("held")),
+            _size(w.get("reserved")),
+            _size(w.get("floor")),
             str(w.get("calls", "-")),
         )
         for w in status["workers"]
@@ -54,15 +57,15 @@ def render(status: dict[str, Any]) -> str:
     models = [m for w in status["workers"] for m in w.get("models") or ()]
     if models:
         lines.append("")
-        cols = ("pack", "gen", "model", "device", "size MiB", "resident MiB", "in ledger", "in use")
+        cols = ("pack", "gen", "model", "device", "size", "resident", "in ledger", "in use")
         rows = [
             (
                 m["pack"],
                 str(m["generation"]),
                 f"{m['name']} #{m['model']}",
                 m["device"],
-                _mib(m["size"]),
-                _mib(m["resident"]),
+                _size(m["size"]),
+                _size(m["resident"]),
                 "yes" if m["in_ledger"] else "no",
                 "yes" if m["in_use"] else "no",
             )
@@ -74,7 +77,7 @@ def render(status: dict[str, Any]) -> str:
     lines.append(f"ComfyUI's loaded models ({len(ledger)}):")
     lines += [
         f"  {e['index']:>2} {e['kind']:<8} {e['name']:<32} {e['device']:<8} "
-        f"{_mib(e['loaded'])}/{_mib(e['size'])} MiB"
+        f"{_size(e['loaded'])} of {_size(e['size'])} loaded"
         for e in ledger
     ]
     return "\n".join(lines)

@@ -1,7 +1,10 @@
 """Example pack (ComfyUI's V3 node API) that holds a small torch model across calls.
 
 The model is built on first use and kept by the worker process, as a real pack keeps its
-weights between prompts; ``TinyModelInfo`` reports how often it was loaded. The enhance node
+weights between prompts; ``TinyModelInfo`` reports how often it was loaded. It is registered
+with comfy-airlock, so it appears in ComfyUI's own list of loaded models and ComfyUI can unload
+it (the Free button, an out-of-memory error, room for another model); the node loads it back
+when it runs again. The enhance node
 reports progress through ``comfy.utils.ProgressBar``, which reaches ComfyUI's UI from the
 worker.
 """
@@ -11,6 +14,9 @@ import comfy.utils
 import torch
 from comfy_api.latest import ComfyExtension, io
 from typing_extensions import override
+
+import comfy_airlock
+from comfy_airlock.worker.models import using
 
 _MODEL = None
 _LOADS = 0
@@ -29,7 +35,9 @@ def tiny_model():
         with torch.no_grad():
             for p in net.parameters():
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
-        _MODEL = net.eval().to(comfy.model_management.get_torch_device())
+        device = comfy.model_management.get_torch_device()
+        _MODEL = net.eval().to(device)
+        comfy_airlock.register_model(_MODEL, name="tiny-model", device=str(device))
         _LOADS += 1
     return _MODEL
 
@@ -56,7 +64,7 @@ class TinyModelEnhance(io.ComfyNode):
         device = comfy.model_management.get_torch_device()
         x = image.to(device).movedim(-1, 1)
         bar = comfy.utils.ProgressBar(steps)
-        with torch.no_grad():
+        with torch.no_grad(), using(model):
             for _ in range(steps):
                 x = (x + strength / steps * model(x)).clamp(0.0, 1.0)
                 bar.update(1)

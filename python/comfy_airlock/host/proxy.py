@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 from comfy_airlock.host.pack import IsolatedPack
-from comfy_airlock.models_crossing import model_kind
+from comfy_airlock.node_surface import NODE_ATTRS, model_kind
 
 log = logging.getLogger("comfy_airlock")
 
@@ -24,25 +24,6 @@ log = logging.getLogger("comfy_airlock")
 MODEL_TYPES = {"MODEL", "CLIP", "VAE", "CONTROL_NET", "CLIP_VISION", "STYLE_MODEL", "GLIGEN"}
 # Declared types that ComfyUI expects as torch tensors (or containers of them).
 TENSOR_TYPES = {"IMAGE", "MASK", "LATENT", "CONDITIONING", "SIGMAS", "NOISE", "AUDIO"}
-
-_COPIED = (
-    "RETURN_TYPES",
-    "RETURN_NAMES",
-    "OUTPUT_IS_LIST",
-    "INPUT_IS_LIST",
-    "OUTPUT_NODE",
-    "OUTPUT_TOOLTIPS",
-    "CATEGORY",
-    "DESCRIPTION",
-    "DEPRECATED",
-    "EXPERIMENTAL",
-    "DEV_ONLY",
-    "API_NODE",
-    "NOT_IDEMPOTENT",
-    "HAS_INTERMEDIATE_OUTPUT",
-    "SEARCH_ALIASES",
-    "ESSENTIALS_CATEGORY",
-)
 
 
 def _signature(spec: dict[str, Any]) -> inspect.Signature:
@@ -140,7 +121,7 @@ def build_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
         function: run,
         "AIRLOCK_PACK": pack.name,
     }
-    for attr in _COPIED:
+    for attr in NODE_ATTRS:
         if attr in meta:
             attrs[attr] = meta[attr]
     attrs.setdefault("RETURN_TYPES", ())

@@ -24,7 +24,7 @@ import sys
 import types
 from typing import Any
 
-from comfy_airlock.models_crossing import model_kind
+from comfy_airlock.node_surface import NODE_ATTRS, model_kind
 from comfy_airlock.worker import models, runtime
 
 log = logging.getLogger("comfy_airlock.worker")
@@ -315,25 +315,6 @@ def _run_async(coro: Any) -> Any:
 
 # --- scan -----------------------------------------------------------------------------------
 
-_V1_ATTRS = (
-    "RETURN_TYPES",
-    "RETURN_NAMES",
-    "OUTPUT_IS_LIST",
-    "INPUT_IS_LIST",
-    "OUTPUT_NODE",
-    "OUTPUT_TOOLTIPS",
-    "CATEGORY",
-    "DESCRIPTION",
-    "FUNCTION",
-    "DEPRECATED",
-    "EXPERIMENTAL",
-    "DEV_ONLY",
-    "API_NODE",
-    "NOT_IDEMPOTENT",
-    "HAS_INTERMEDIATE_OUTPUT",
-    "SEARCH_ALIASES",
-    "ESSENTIALS_CATEGORY",
-)
 _HIDDEN_V1 = {
     "unique_id": "UNIQUE_ID",
     "prompt": "PROMPT",
@@ -371,7 +352,7 @@ def _argspec(fn: Any) -> dict[str, Any] | None:
 
 def _describe_v1(node_id: str, cls: type) -> dict[str, Any]:
     meta: dict[str, Any] = {"kind": "v1", "INPUT_TYPES": _plain(cls.INPUT_TYPES(), node_id)}
-    for attr in _V1_ATTRS:
+    for attr in (*NODE_ATTRS, "FUNCTION"):
         if hasattr(cls, attr):
             meta[attr] = _plain(getattr(cls, attr), f"{node_id}.{attr}")
     meta["methods"] = {

@@ -1,10 +1,31 @@
-"""Model objects that must not cross the process boundary, recognised the same way on both
-sides (the host's proxies check inputs, the worker checks outputs)."""
+"""What a ComfyUI node looks like at the process boundary, the same on both sides: the class
+attributes the worker's scan reads and the host's proxy carries, and the model objects that must
+not cross (the host's proxies check inputs, the worker checks outputs)."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
+
+# V1 class attributes a proxy carries as they are (besides INPUT_TYPES and FUNCTION).
+NODE_ATTRS = (
+    "RETURN_TYPES",
+    "RETURN_NAMES",
+    "OUTPUT_IS_LIST",
+    "INPUT_IS_LIST",
+    "OUTPUT_NODE",
+    "OUTPUT_TOOLTIPS",
+    "CATEGORY",
+    "DESCRIPTION",
+    "DEPRECATED",
+    "EXPERIMENTAL",
+    "DEV_ONLY",
+    "API_NODE",
+    "NOT_IDEMPOTENT",
+    "HAS_INTERMEDIATE_OUTPUT",
+    "SEARCH_ALIASES",
+    "ESSENTIALS_CATEGORY",
+)
 
 # (module, class): checked only if the module is already imported, so nothing is imported here.
 _MODEL_CLASSES = (

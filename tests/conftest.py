@@ -6,6 +6,7 @@ import gc
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -22,12 +23,18 @@ ENVS = {
 }
 
 
+def missing(what: str) -> NoReturn:
+    """Something the repo's own setup provides is absent: a failure under CI (where setup ran),
+    a skip on a developer's machine that has not run it."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} (CI runs `make setup`, which must provide it)")
+    pytest.skip(f"{what} (run `make setup`)")
+
+
 def interpreter(key: str) -> str:
     path = ENVS[key]
     if not path.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"worker env {path} is missing: scripts/bootstrap.sh must create it")
-        pytest.skip(f"worker env {path} not built (run scripts/bootstrap.sh)")
+        missing(f"worker env {path} is missing: scripts/bootstrap.sh creates it")
     return str(path)
 
 

@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, missing
 
 from comfy_airlock import device
 from comfy_airlock.device import DeviceError, Nvml, SimGpu, SimOutOfMemory
@@ -53,9 +53,7 @@ def fake_nvml_library() -> Path | None:
 def fake_nvml() -> Path:
     lib = fake_nvml_library()
     if lib is None:
-        if os.environ.get("CI"):
-            pytest.fail("cargo is missing: the fake NVML cannot be built")
-        pytest.skip("cargo not found: cannot build the fake NVML")
+        missing("cargo is missing: the fake NVML cannot be built")
     return lib
 
 

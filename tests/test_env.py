@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, missing
 
 import comfy_airlock
 from comfy_airlock import env as airlock_env
@@ -31,9 +31,7 @@ def _uv() -> str | None:
 def uv() -> str:
     found = _uv()
     if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("uv is missing: `make setup` must install it into .venv")
-        pytest.skip("uv not found (run `make setup`)")
+        missing("uv is missing from .venv")
     return found
 
 

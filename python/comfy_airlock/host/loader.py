@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import inspect
 import logging
 import os
 import sys
@@ -142,7 +141,7 @@ def load_isolated_packs(base_dir: str | None = None) -> Mappings:
     return mappings, display
 
 
-def register_nodes(path: str | None = None) -> Mappings:
+def register_nodes(path: str) -> Mappings:
     """For a pack's own ``__init__.py`` in ``custom_nodes/``::
 
         from comfy_airlock import register_nodes
@@ -152,9 +151,6 @@ def register_nodes(path: str | None = None) -> Mappings:
     the worker it returns nothing, since the worker imports the pack's nodes itself."""
     if os.environ.get("AIRLOCK_WORKER") == "1":
         return {}, {}
-    if path is None:
-        caller = inspect.stack()[1].filename
-        path = caller
     pack_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     result = load_pack(pack_dir)
     _register_routes()

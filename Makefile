@@ -26,7 +26,7 @@ export PYO3_PYTHON := $(PY)
 # Tools run with the venv "active" (maturin develop installs into $VIRTUAL_ENV).
 VENV_ENV := VIRTUAL_ENV="$(VENV)" PATH="$(VENV)/bin:$$PATH"
 
-.PHONY: setup build lint test bench demo run fmt clean fuzz lock
+.PHONY: setup build lint test bench bench-quick demo run fmt clean fuzz faults lock
 
 # Host venv (also ComfyUI's), worker envs, and the ComfyUI tree at $(COMFYUI_DIR).
 setup:
@@ -44,10 +44,27 @@ lint: setup
 # Lint first (fails fast, before the release build), then build, Rust tests, Python tests.
 test: lint build
 	cargo test --workspace
+	bash scripts/loom.sh
 	$(VENV_ENV) $(PY) -m pytest -q tests $(PYTEST_ARGS)
 
+# Side by side with comfy-env 0.4.46 and pyisolate 0.10.2 (PyPI, in .envs/bench made by
+# bench/setup.sh) and the native floors, in one run: bench/out/compare.{json,md,png}. Then
+# comfy-airlock alone against the floors in three CPU placements, plus crash latency:
+# bench/out/results.json. bench-quick: a short version of both (a few minutes). `bench` also
+# runs the memory scenarios (bench/memory_plot.py, ~3 min): bench/out/memory.{json,md} and
+# docs/memory-headline.png.
+BENCH_PY := $(CURDIR)/.envs/bench/bin/python
+
 bench: build
+	bash bench/setup.sh
+	$(BENCH_PY) bench/compare.py
+	$(BENCH_PY) bench/memory_plot.py --python $(PY)
 	$(VENV_ENV) $(PY) bench/run.py
+
+bench-quick: build
+	bash bench/setup.sh
+	$(BENCH_PY) bench/compare.py --quick
+	$(VENV_ENV) $(PY) bench/run.py --quick
 
 # Real ComfyUI on CPU with comfy-airlock and the example packs: a workflow over HTTP, the
 # result and the worker table printed, the server stopped. `make run` leaves it serving.
@@ -67,9 +84,18 @@ clean:
 
 # Runs each cargo-fuzz target (fuzz/) for FUZZ_SECONDS, installing cargo-fuzz if needed.
 # Stable Rust is enough (scripts/fuzz-short.sh sets RUSTC_BOOTSTRAP for the sanitizer flags).
+# FUZZ_LOG_DIR=dir keeps libFuzzer's logs. `make test` runs the libFuzzer-free short run
+# instead (crates/airlock-wire/tests/fuzz_short.rs, the same target code, a few seconds).
 fuzz:
 	cargo fuzz --version >/dev/null 2>&1 || cargo install --locked cargo-fuzz
 	bash scripts/fuzz-short.sh $(FUZZ_SECONDS)
+
+# The fault-injection suite alone (tests/faults, docs/reliability.md; `make test` runs it too):
+# FAULT_SCALE multiplies its iterations (a soak), FAULT_SEED replays a run's random choices.
+FAULT_SCALE ?= 1
+faults: build
+	AIRLOCK_FAULT_SCALE=$(FAULT_SCALE) $(if $(FAULT_SEED),AIRLOCK_FAULT_SEED=$(FAULT_SEED)) \
+		$(VENV_ENV) $(PY) -m pytest -q tests/faults $(PYTEST_ARGS)
 
 # Re-resolves the pinned requirement files from their .in files (every transitive pin).
 lock: setup

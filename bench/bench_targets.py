@@ -1,6 +1,7 @@
-"""Call targets for bench/run.py, imported inside the workers (bench/ is put on their sys_path).
+"""Call targets for bench/run.py and bench/compare.py, imported inside the workers of every
+system measured (bench/ is put on their path).
 
-Must import nothing heavy at module level: the cold-start row times a worker that never
+Must import nothing heavy at module level: the cold-start rows time a worker whose first call
 imports torch, and the py310-numpy1 worker has no torch at all.
 """
 
@@ -12,8 +13,8 @@ def noop() -> None:
 
 
 def echo(x):
-    """Identity: the worker sends back the view it received, so it copies it into its own
-    pool for the reply."""
+    """Identity: each system sends back what it received, by its own means (airlock copies it
+    into the worker's pool for the reply; pyisolate re-shares the storage it was handed)."""
     return x
 
 
@@ -30,3 +31,41 @@ def set_threads(n: int) -> int:
     old = torch.get_num_threads()
     torch.set_num_threads(n)
     return old
+
+
+def make(nbytes: int):
+    """A new float32 tensor of ``nbytes`` made in the worker: a node's fresh output."""
+    import torch
+
+    return torch.ones(nbytes // 4, dtype=torch.float32)
+
+
+def nbytes_of(x) -> int:
+    """Reads the tensor's size only (no pass over its data): what a node does with an input
+    that it hands on costs nothing here, so the row is the transport's cost."""
+    return int(x.numel() * x.element_size())
+
+
+class ImageInvert:
+    """ComfyUI's own ImageInvert node (nodes.py), verbatim in behaviour: IMAGE in, IMAGE out."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "invert"
+    CATEGORY = "image"
+
+    def invert(self, image):
+        s = 1.0 - image
+        return (s,)
+
+
+NODES = {"ImageInvert": ImageInvert}
+
+
+def run_node(class_name: str, kwargs: dict):
+    """Instantiates a node class and calls its FUNCTION, as a node runner does."""
+    cls = NODES[class_name]
+    return getattr(cls(), cls.FUNCTION)(**kwargs)

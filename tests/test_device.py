@@ -1,5 +1,6 @@
-"""The simulated GPU shared by real processes, and the NVML reader over the fake
-``libnvidia-ml.so.1`` (``crates/airlock-fake-nvml``) reporting it.
+"""The simulated GPU shared by real processes (device-wide and WDDM semantics), the NVML reader
+over the fake ``libnvidia-ml.so.1`` (``crates/airlock-fake-nvml``) reporting it, device
+resolution by UUID, and cgroup-aware host RAM.
 
 The fake library comes from ``cargo build -p airlock-fake-nvml`` (a no-op after ``cargo test
 --workspace``); :func:`fake_nvml_library` asks cargo for the artifact's path, so a custom
@@ -20,7 +21,14 @@ import pytest
 from conftest import ROOT, missing
 
 from comfy_airlock import device
-from comfy_airlock.device import DeviceError, Nvml, SimGpu, SimOutOfMemory
+from comfy_airlock.device import (
+    DeviceError,
+    DeviceMismatch,
+    DeviceTruth,
+    Nvml,
+    SimGpu,
+    SimOutOfMemory,
+)
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -59,7 +67,9 @@ def fake_nvml() -> Path:
 
 @pytest.fixture
 def card(tmp_path: Path) -> SimGpu:
-    return SimGpu.create(tmp_path / "gpu", 16 * GIB, name="NVIDIA Simulated")
+    return SimGpu.create(
+        tmp_path / "gpu", 16 * GIB, name="NVIDIA Simulated", semantics="device_wide"
+    )
 
 
 # A worker stand-in: books on the card named by AIRLOCK_SIM_GPU under its own pid, churning a
@@ -259,3 +269,189 @@ def test_cuda_uuid_without_cuda_is_none():
         assert device.cuda_uuid(0).startswith(("GPU-", "MIG-"))
     else:
         assert device.cuda_uuid(0) is None
+
+
+# --- WDDM semantics ---------------------------------------------------------------------------
+
+# A worker: books 12 GiB on the card named by AIRLOCK_SIM_GPU under its own pid, says so, and
+# holds it until its stdin closes; exits without releasing.
+HOLDER = textwrap.dedent(
+    """
+    import os, sys
+    from comfy_airlock.device import SimGpu
+    SimGpu.from_env().book(os.getpid(), "model", 12 * (1 << 30))
+    print("ready", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+def start_holder(card: SimGpu) -> subprocess.Popen[str]:
+    env = {**os.environ, device.SIM_GPU_ENV: card.path}
+    w = subprocess.Popen(
+        [sys.executable, "-c", HOLDER],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert w.stdout.readline().strip() == "ready"
+    return w
+
+
+def test_semantics_are_chosen_at_creation_or_by_env(tmp_path: Path, monkeypatch):
+    assert device.SIM_SEMANTICS_ENV == "AIRLOCK_SIM_SEMANTICS"
+    monkeypatch.delenv(device.SIM_SEMANTICS_ENV, raising=False)
+    plain = SimGpu.create(tmp_path / "plain", GIB)
+    assert (plain.semantics, plain.wddm) == ("device_wide", None)
+    wddm = SimGpu.create(tmp_path / "wddm", GIB, semantics="wddm")
+    assert wddm.semantics == "wddm"
+    # The seed's figures, MB read as MiB.
+    assert wddm.wddm == {
+        "pinned_bias": -583 * MIB,
+        "repartition_bias": 533 * MIB,
+        "repartition_below": 0,
+    }
+    monkeypatch.setenv(device.SIM_SEMANTICS_ENV, "wddm:pinned_bias=-1MiB,repartition_below=1GiB")
+    tuned = SimGpu.create(tmp_path / "tuned", GIB)
+    assert tuned.wddm == {
+        "pinned_bias": -MIB,
+        "repartition_bias": 533 * MIB,
+        "repartition_below": GIB,
+    }
+    # Another process opening the card gets its semantics from the file, not its environment.
+    monkeypatch.delenv(device.SIM_SEMANTICS_ENV)
+    assert SimGpu.open(tuned.path).semantics_spec == tuned.semantics_spec
+    again = SimGpu.create(tmp_path / "again", GIB, semantics=tuned.semantics_spec)
+    assert again.wddm == tuned.wddm
+    with pytest.raises(DeviceError, match="unknown parameter"):
+        SimGpu.create(tmp_path / "bad", GIB, semantics="wddm:colour=blue")
+    monkeypatch.setenv(device.SIM_SEMANTICS_ENV, "linux")
+    with pytest.raises(DeviceError, match="expected device_wide or wddm"):
+        SimGpu.create(tmp_path / "bad", GIB)
+
+
+def test_a_wddm_reading_is_its_own_budget(tmp_path: Path):
+    card = SimGpu.create(tmp_path / "gpu", 16 * GIB, semantics="wddm")
+    assert card.attach(1) and not card.attach(1)
+    assert card.free_seen_by(1) == 16 * GIB - 583 * MIB  # pinned at its start
+    card.book(1, "m", GIB)
+    assert card.free_seen_by(1) == card.free() - 583 * MIB  # 1:1 with its own
+    card.book(2, "m", 8 * GIB)  # starts: 1 re-partitions first, then 2 grows unseen
+    assert card.free_seen_by(1) == 15 * GIB + 533 * MIB
+    assert card.free() == 7 * GIB
+    assert card.mem_get_info(2) == (7 * GIB - 583 * MIB, 16 * GIB)
+    n = card.repartitions()
+    card.repartition()
+    assert card.repartitions() == n + 1
+    assert card.free_seen_by(1) == 7 * GIB + 533 * MIB
+    views = card.process_views()
+    assert [(v["pid"], v["used"], v["repartitioned"]) for v in views] == [
+        (1, GIB, True),
+        (2, 8 * GIB, True),
+    ]
+    assert card.release_process(2) == 8 * GIB  # an exit re-partitions
+    assert card.free_seen_by(1) == 15 * GIB + 533 * MIB
+    assert card.processes_attached() == 1
+    card.release_process(1)
+    assert (card.processes_attached(), card.slots_in_use()) == (0, 0)
+
+
+@pytest.mark.parametrize("semantics", ["wddm", "device_wide"])
+def test_the_seeds_headline_scenario_without_a_bridge(
+    tmp_path: Path, fake_nvml: Path, monkeypatch, semantics: str
+):
+    """A worker process holds 12 GiB of a 16 GiB card; the host (this process) loads 6 GiB when
+    its own reading says they fit, as upstream's load_models_gpu decides. On WDDM the reading is
+    blind to the worker: the host over-admits and the worker is demoted. Device-wide it reads
+    the truth and does not load."""
+    card = SimGpu.create(tmp_path / "gpu", 16 * GIB, semantics=semantics)
+    host = os.getpid()
+    card.attach(host)  # the host's CUDA context exists first
+    worker = start_holder(card)
+    try:
+        assert card.free() == 4 * GIB
+        seen = card.free_seen_by(host)
+        loads = seen >= 6 * GIB
+        if loads:
+            card.book_checked(host, "model", 6 * GIB)
+        hit = card.demotions(worker.pid)
+        monkeypatch.setenv(device.SIM_GPU_ENV, card.path)
+        (nvml,) = device.nvml_devices(fake_nvml)
+        if semantics == "wddm":
+            assert seen == 16 * GIB  # about 16 GiB less its own (nothing)
+            assert loads and card.overcommitted() == 2 * GIB
+            assert hit["count"] > 0
+            assert hit == {"count": 1, "bytes": 2 * GIB}
+            assert card.demotions(host) == {"count": 0, "bytes": 0}
+            # NVML tells the truth, and under WDDM accounts no process's memory.
+            assert (nvml["used"], nvml["free"]) == (16 * GIB, 0)
+            assert {p["used"] for p in nvml["processes"]} == {None}
+        else:
+            assert seen == card.free() == 4 * GIB
+            assert not loads and card.overcommitted() == 0
+            assert hit == card.demotions_total() == {"count": 0, "bytes": 0}
+            assert (nvml["used"], nvml["free"]) == (12 * GIB, 4 * GIB)
+        worker.communicate("exit\n", timeout=30)
+        assert card.reap() == [worker.pid]
+        # The worker's exit re-partitioned the host on WDDM: its reading is honest again.
+        assert card.free_seen_by(host) == card.free() + (533 * MIB if semantics == "wddm" else 0)
+    finally:
+        worker.kill()
+        worker.wait()
+        card.release_process(host)
+
+
+# --- device truth and host RAM ----------------------------------------------------------------
+
+
+def test_resolve_device_names_the_pack_on_another_card():
+    a = "GPU-5a1c0b2e-0000-4000-8000-00000000000a"
+    b = "GPU-5a1c0b2e-0000-4000-8000-00000000000b"
+    bare = a.removeprefix("GPU-")
+    assert device.resolve_device(bare, {"pack-a": a, "pack-b": bare}) == a
+    assert device.resolve_device(a) == a
+    with pytest.raises(DeviceMismatch) as info:
+        device.resolve_device(a, [("pack-a", a), ("pack-b", b)])
+    e = info.value
+    assert (e.pack, e.host_uuid, e.worker_uuid) == ("pack-b", a, b)
+    assert isinstance(e, DeviceError) and "pack-b" in str(e)
+
+
+def test_device_truth_reads_nvml_by_uuid(tmp_path: Path, fake_nvml: Path, monkeypatch):
+    card = SimGpu.create(tmp_path / "gpu", 16 * GIB, semantics="wddm")
+    card.attach(os.getpid())
+    monkeypatch.setenv(device.SIM_GPU_ENV, card.path)
+    truth = DeviceTruth.open(card.uuid.removeprefix("GPU-"), fake_nvml)
+    assert truth.available and truth.uuid == card.uuid
+    card.book(4242, "model", 12 * GIB)
+    # The truth, where this process's own reading is blind.
+    assert truth.memory() == {
+        "uuid": card.uuid,
+        "total": 16 * GIB,
+        "free": 4 * GIB,
+        "used": 12 * GIB,
+    }
+    assert card.free_seen_by(os.getpid()) == 16 * GIB
+    with pytest.raises(DeviceError, match="no device with UUID"):
+        DeviceTruth.open("GPU-ffffffff-0000-0000-0000-000000000000", fake_nvml)
+    # No driver: the truth reads None, and callers use upstream's semantics.
+    absent = DeviceTruth.open(card.uuid, "/nonexistent/libnvidia-ml.so.1")
+    assert not absent.available and absent.memory() is None
+    card.release_process(4242)
+    card.release_process(os.getpid())
+
+
+def test_host_ram_on_this_machine():
+    ram = device.host_ram()
+    meminfo = dict(
+        line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line
+    )
+    mem_total = int(meminfo["MemTotal"].split()[0]) * 1024
+    assert ram["source"] in ("cgroup_v2", "cgroup_v1", "machine")
+    assert 0 < ram["total"] <= mem_total
+    assert 0 <= ram["used"] <= ram["total"] and 0 < ram["available"] <= ram["total"]
+    if ram["source"] == "machine":
+        assert ram["total"] == mem_total and ram["cgroup"] is None
+    else:
+        assert Path(ram["cgroup"]).is_dir()

@@ -9,9 +9,17 @@ too)::
     find-links = ["wheels"]              # folders (relative to the pack) or URLs
     entry = "nodes"                      # optional; module defining NODE_CLASS_MAPPINGS
     comfy = true                         # optional; add ComfyUI's requirements (default: detect)
+    call-deadline = 600                  # optional; seconds one call may run
+    pickle = ["datetime.datetime"]       # optional; types that may cross with pickle
 
     [env_vars]
     KMP_DUPLICATE_LIB_OK = "TRUE"
+
+    [sandbox]                            # optional; a Landlock sandbox (docs/security.md)
+    enabled = true
+    network = false
+    read = ["~/.cache/huggingface"]      # extra paths; relative ones are inside the pack
+    write = []
 
 Environments are built by the ``uv`` binary into ``$AIRLOCK_HOME/envs/<key>/`` (default
 ``~/.local/share/comfy-airlock``), keyed by their resolved lock; see
@@ -35,10 +43,20 @@ __all__ = [
     "EnvInfo",
     "EnvMissing",
     "PackConfig",
+    "Sandbox",
     "discover_packs",
     "ensure_env",
     "pack_config",
 ]
+
+
+class Sandbox(TypedDict):
+    """``[sandbox]``: off unless ``enabled``; ``read``/``write`` are extra paths."""
+
+    enabled: bool
+    network: bool
+    read: list[str]
+    write: list[str]
 
 
 class PackConfig(TypedDict):
@@ -56,6 +74,9 @@ class PackConfig(TypedDict):
     env_vars: dict[str, str]
     entry: str | None
     comfy: bool | None
+    call_deadline: float | None
+    sandbox: Sandbox
+    pickle: list[str]
 
 
 class DiscoveredPack(TypedDict):
@@ -84,6 +105,9 @@ class EnvInfo(TypedDict):
     entry: str | None
     comfy: bool
     python_version: str
+    call_deadline: float | None
+    sandbox: Sandbox
+    pickle: list[str]
 
 
 def pack_config(pack_dir: str | os.PathLike[str]) -> PackConfig:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from comfy_airlock import _native
+from comfy_airlock import _native, pickling
 from comfy_airlock._runtime import runtime_dir
 
 # Variables of the host that would make another interpreter load the wrong stdlib or packages.
@@ -27,6 +27,16 @@ class Worker:
     process starts at once and is started again, as a new generation, on the first call after
     it dies.
 
+    ``liveness=(interval, grace)`` pings the worker every ``interval`` seconds on its control
+    lane and kills it as hung after ``grace`` seconds without an answer; a busy worker still
+    answers, so long calls are never killed by this. An interrupted call
+    (:meth:`interrupt`, or ``interrupted`` in :meth:`run`) sees the flag at its next
+    interruption check; if it has not stopped ``signal_after`` seconds later the worker gets
+    SIGINT, and ``kill_after`` seconds after that SIGKILL (None leaves a step out).
+
+    ``pickle`` names the types (``module.QualName``) that may cross with pickle, both ways,
+    checked on both sides (see :mod:`comfy_airlock.pickling`); by default nothing is pickled.
+
     >>> with Worker("/usr/bin/python3") as w:  # doctest: +SKIP
     ...     w.call("math:sqrt", 2.0)
     1.4142135623730951
@@ -43,6 +53,10 @@ class Worker:
         cwd: str | os.PathLike[str] | None = None,
         connect_timeout: float = 60.0,
         on_event: Callable[[str, Any], None] | None = None,
+        liveness: tuple[float, float] | None = None,
+        signal_after: float | None = 5.0,
+        kill_after: float | None = 10.0,
+        pickle: Iterable[str] = (),
     ) -> None:
         python = os.fspath(python)
         if not os.access(python, os.X_OK):
@@ -57,6 +71,8 @@ class Worker:
         environ["PYTHONUNBUFFERED"] = "1"
         environ["AIRLOCK_PRELOAD"] = ",".join(preload)
         environ["AIRLOCK_LOG_LEVEL"] = str(logging.getLogger().getEffectiveLevel())
+        self._pickle = pickling.PicklePolicy(pickle, owner=name, may_import=False)
+        environ[pickling.ENV] = ",".join(sorted(self._pickle.names))
         self._native = _native.Worker(
             name,
             python,
@@ -65,12 +81,39 @@ class Worker:
             os.fspath(cwd) if cwd is not None else None,
             connect_timeout,
             on_event,
+            liveness,
+            signal_after,
+            kill_after,
         )
 
     def call(self, target: str, /, *args: Any, **kwargs: Any) -> Any:
         """Runs ``target`` (``"module:qualname"``, importable in the worker) and returns its
         result. An exception in the worker is raised here with the worker's traceback."""
-        return self._native.call(target, args, kwargs)
+        if not self._pickle and not pickling.in_force():
+            return self._native.call(target, args, kwargs)  # the common case, kept cheap
+        with pickling.applying(self._pickle or None):
+            return self._native.call(target, args, kwargs)
+
+    def run(
+        self,
+        target: str,
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        interrupted: Callable[[], bool] | None = None,
+        deadline: float | None = None,
+    ) -> Any:
+        """:meth:`call`, stopped (flag, then the escalation) when ``interrupted()`` becomes
+        true or after ``deadline`` seconds: raises :class:`CallInterrupted` or
+        :class:`DeadlineExceeded`, with the worker's own error as ``__cause__``."""
+        with pickling.applying(self._pickle or None):
+            return self._native.call(
+                target, tuple(args), dict(kwargs or {}), interrupted=interrupted, deadline=deadline
+            )
+
+    def interrupt(self) -> None:
+        """Asks the running call to stop, from any thread (no-op when none is running)."""
+        self._native.interrupt()
 
     @property
     def name(self) -> str:

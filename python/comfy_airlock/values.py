@@ -12,7 +12,10 @@ This module handles the rest:
   those arrive as ``ml_dtypes`` arrays when ``ml_dtypes`` is installed, else as raw ``uint16`` /
   ``uint8`` bit patterns (a warning says so once).
 - **Codecs** (:func:`register_codec`) turn other types into encodable values. Both sides must
-  register the same codec name. Nothing is ever pickled.
+  register the same codec name.
+- **Pickle** is used only for the exact types a pack lists in its ``airlock.toml``
+  (``pickle = [...]``), checked on both sides (see :mod:`comfy_airlock.pickling`); nothing
+  else is ever pickled or unpickled.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from comfy_airlock import _native
+from comfy_airlock import _native, pickling
 
 log = logging.getLogger("comfy_airlock")
 
@@ -56,6 +59,8 @@ def register_codec(
     """Registers a codec for exactly ``type_`` (not subclasses). ``encode(obj)`` returns any
     value that can cross (builtins, tensors, other codecs' types); ``decode(value)`` rebuilds
     the object on the other side, where a codec of the same ``name`` must be registered."""
+    if name == pickling.CODEC:
+        raise ValueError(f"codec name {name!r} is reserved")
     codec = Codec(name, type_, encode, decode)
     _BY_TYPE[type_] = codec
     _BY_NAME[name] = codec
@@ -199,6 +204,48 @@ def _region_buffer(lane, region) -> ctypes.Array:
     return (ctypes.c_char * nbytes).from_buffer(mm, offset)
 
 
+# --- passing on without a copy ---------------------------------------------------------------
+#
+# A tensor that arrived from the peer is a view of the peer's region. Sent back to the same
+# peer unchanged (a worker's output going into its next node, a worker returning its input),
+# it travels as a reference to that region: the owner takes a hold of its own for the view it
+# makes (the core checks the region is one it leased to us), and nothing is copied. A tensor
+# that came back to us that way is a view of our own region, and is sent again with one more
+# hold. Only whole regions, from offset 0, dense, on the same lane; anything else is copied.
+
+_RECEIVED_KEY = "received"
+
+
+def _remember(lane, buf: ctypes.Array, region) -> None:
+    # Several live buffers can share an address (a region handed back and forth): the entry
+    # goes when the last of them does.
+    received = lane.mappings.setdefault(_RECEIVED_KEY, {})
+    addr = ctypes.addressof(buf)
+    entry = received.get(addr)
+    if entry is None or entry[0] != region:
+        entry = received[addr] = [region, 0]
+    entry[1] += 1
+    weakref.finalize(buf, _forget, received, addr, entry)
+
+
+def _forget(received: dict, addr: int, entry: list) -> None:
+    entry[1] -= 1
+    if entry[1] <= 0 and received.get(addr) is entry:
+        del received[addr]
+
+
+def _received(lane, addr: int, nbytes: int):
+    entry = lane.mappings.get(_RECEIVED_KEY, {}).get(addr)
+    region = entry[0] if entry is not None else None
+    if region is None or nbytes > region[3]:
+        return None
+    if region[0] == lane.side:
+        lane.hold_own(*region)  # ours again: one more hold, for the peer to release
+    else:
+        lane.pin_returned(*region)
+    return region
+
+
 # --- encoding -------------------------------------------------------------------------------
 
 
@@ -207,6 +254,9 @@ def encode_other(lane, obj):
     codec = _BY_TYPE.get(type(obj))
     if codec is not None:
         return ("x", codec.name, codec.encode(obj))
+    policy = pickling.current()
+    if policy is not None and policy.allows(type(obj)):
+        return ("x", pickling.CODEC, policy.dumps(obj))
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
         return _encode_torch(lane, torch, obj)
@@ -225,7 +275,8 @@ def encode_other(lane, obj):
     t = type(obj)
     raise TypeError(
         f"cannot send a {t.__module__}.{t.__qualname__} across the process boundary: "
-        "no codec is registered for it (comfy_airlock.register_codec), and pickle is not used"
+        "no codec is registered for it (comfy_airlock.register_codec), and the pack's "
+        "airlock.toml does not list it in `pickle`"
     )
 
 
@@ -253,6 +304,10 @@ def _encode_torch(lane, torch, t):
         strides = _contiguous_strides(shape)
     span = _span(shape, strides)
     nbytes = span * t.element_size()
+    if strides == tuple(t.stride()) and t.storage_offset() == 0:
+        back = _received(lane, t.untyped_storage().data_ptr(), nbytes)
+        if back is not None:
+            return ("t", "torch", dtype, shape, strides, back, device)
     region = lane.alloc(nbytes)
     try:
         if strides == tuple(t.stride()):
@@ -279,6 +334,10 @@ def _encode_numpy(lane, np, a):
     if not strides or any(s < 0 for s in strides) or not _is_dense(shape, strides):
         strides = _contiguous_strides(shape)
     span = _span(shape, strides)
+    if a.strides == tuple(s * item for s in strides):
+        back = _received(lane, a.ctypes.data, span * item)
+        if back is not None:
+            return ("t", "numpy", dtype, shape, strides, back, "cpu")
     region = lane.alloc(span * item)
     try:
         if a.strides == tuple(s * item for s in strides):
@@ -306,9 +365,6 @@ def decode_tensor(lane, kind, dtype, shape, strides, region, device):
         torch = _optional("torch")
         if torch is None:
             raise TypeError("received a tensor, but neither torch nor numpy is installed here")
-    if region is not None and region[0] == lane.side:
-        lane.release(*region)
-        raise _native.ProtocolError("the peer referenced one of our own regions")
     if region is None:
         if torch is not None:
             return torch.empty(shape, dtype=getattr(torch, dtype))
@@ -320,6 +376,7 @@ def decode_tensor(lane, kind, dtype, shape, strides, region, device):
         raise
     # The buffer lives exactly as long as the last view of the region (torch storages and
     # numpy bases both keep it), so its death is the moment to give the region back.
+    _remember(lane, buf, region)
     weakref.finalize(buf, lane.release, *region)
     span = _span(shape, strides)
     contiguous = tuple(strides) == _contiguous_strides(shape)
@@ -348,6 +405,15 @@ def _device_available(torch, device: str) -> bool:
 
 
 def decode_ext(name, payload):
+    if name == pickling.CODEC:
+        policy = pickling.current()
+        if policy is None:
+            raise pickling.PickleRefused(
+                "received a pickled value, but no `pickle` types are allowed here: refused"
+            )
+        if not (isinstance(payload, tuple) and len(payload) == 2 and isinstance(payload[0], str)):
+            raise pickling.PickleRefused("a pickled value of the wrong shape: refused")
+        return policy.loads(payload[0], payload[1])
     codec = _BY_NAME.get(name)
     if codec is None:
         raise TypeError(f"received a value of codec {name!r}, which is not registered here")

@@ -3,160 +3,39 @@
 
 Run as ``python bridge_scenarios.py SCENARIO``, one fresh process per scenario (upstream's ledger
 is module state); prints one JSON object. The simulated card stands for ``cuda:0``: the host's
-``get_free_memory(cuda:0)`` reads it (the test-only hook below; the product never patches the
-host), and the worker books its models' residency on it.
+``get_free_memory(cuda:0)`` reads it (the test-only hook in scenario_host.py; the product never
+patches the host), and the worker books its models' residency on it.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-MIB = 1024 * 1024
+import torch
+from scenario_host import (  # imports upstream under --cpu and installs the host hook
+    CARD,
+    CUDA,
+    MIB,
+    TMP,
+    LocalModel,
+    call,
+    close_all,
+    insert_local,
+    ledger,
+    load_pack,
+    mm,
+    names,
+    new_card,
+)
 
-sys.path.insert(0, os.environ["COMFYUI_DIR"])
-import comfy.cli_args  # noqa: E402
+from comfy_airlock.device import SimGpu
 
-comfy.cli_args.args.cpu = True
-import comfy.model_management as mm  # noqa: E402
-import folder_paths  # noqa: E402, F401  (the worker mirrors the host's folders)
-import torch  # noqa: E402
-
-from comfy_airlock.device import SimGpu  # noqa: E402
-
-CUDA = torch.device("cuda", 0)
-TMP = Path(tempfile.mkdtemp(prefix="airlock-bridge-"))
 # 4 GiB: room for upstream's own inference reserve (about 1.2 GiB), so only what a scenario asks
 # for is evicted.
-SIM = SimGpu.create(str(TMP / "card"), 4096 * MIB, "sim0")
-CARD = [SIM]  # the card the host's hook reads (the reference run swaps in its own)
-os.environ["AIRLOCK_SIM_GPU"] = SIM.path
-os.environ.setdefault("AIRLOCK_HEARTBEAT_S", "0.2")
-
-_host_free = mm.get_free_memory
-
-
-def _free(dev=None, torch_free_too=False):
-    """Test hook: the host's free memory on the fake cuda:0 is the simulated card's."""
-    if dev is not None and getattr(dev, "type", None) == "cuda":
-        free = CARD[0].free()
-        return (free, 0) if torch_free_too else free
-    return _host_free(dev, torch_free_too)
-
-
-mm.get_free_memory = _free
-
-from comfy_airlock.host import loader  # noqa: E402
-
-PACK_DIR = REPO / "tests" / "packs" / "memory-pack"
-
-
-def load_pack():
-    mappings, _ = loader.load_pack(str(PACK_DIR), "memory-pack")
-    assert "MemoryPackNode" in mappings, loader.status()
-    return loader._PACKS["memory-pack"]
-
-
-_LOADED_IN = set()  # worker generations that imported the pack (the scan cache may skip it)
-
-
-def call(pack, fn, *args):
-    w = pack.worker()
-    if w.generation not in _LOADED_IN or not w.alive:
-        pack.scan()
-        _LOADED_IN.add(pack.worker().generation)
-    return pack.call(f"memory-pack:{fn}", *args)
-
-
-def ledger():
-    """Names in upstream's order (index 0 first) of the worker models in the ledger."""
-    return [lm.model.model.name for lm in mm.current_loaded_models if lm.model is not None]
-
-
-def names(unloaded):
-    return [lm.model.model.name if lm.model is not None else None for lm in unloaded]
-
-
-# --- the in-process reference: what ComfyUI alone would do with models of the same sizes -----
-
-
-class LocalModel:
-    """A model held by the host itself, with the patcher surface upstream uses, booked on its
-    own simulated card the way a ModelPatcher's weights occupy VRAM."""
-
-    def __init__(self, card, name, parts):
-        self.card, self.name = card, name
-        self.parts = list(parts)  # [bytes, resident?]
-        self.model = type("Real", (), {"name": name})()
-        self.load_device, self.offload_device, self.parent = CUDA, torch.device("cpu"), None
-        self.clone_base_uuid = name
-        self._book()
-
-    def _book(self):
-        self.card.book(os.getpid(), self.name, self.loaded_size())
-
-    def model_size(self):
-        return sum(b for b, _ in self.parts)
-
-    def loaded_size(self):
-        return sum(b for b, r in self.parts if r)
-
-    def current_loaded_device(self):
-        return self.load_device if self.loaded_size() else self.offload_device
-
-    def model_patches_to(self, d):
-        pass
-
-    def model_dtype(self):
-        return None
-
-    def partially_load(self, d, extra, force_patch_weights=False):
-        return 0
-
-    def partially_unload(self, d, n, force_patch_weights=False):
-        freed = 0
-        for p in self.parts:
-            if freed >= n:
-                break
-            if p[1]:
-                p[1] = False
-                freed += p[0]
-        self._book()
-        return freed
-
-    def detach(self, unpatch_all=True):
-        if unpatch_all:
-            for p in self.parts:
-                p[1] = False
-            self._book()
-
-    def is_dynamic(self):
-        return False
-
-    def is_clone(self, other):
-        return getattr(other, "model", None) is self.model
-
-    def model_patches_models(self):
-        return []
-
-    def get_nested_additional_models(self):
-        return []
-
-
-REF_KEEP = []  # upstream holds patchers weakly; the host's nodes hold them strongly
-
-
-def insert_local(lm_model):
-    REF_KEEP.append(lm_model)
-    lm = mm.LoadedModel(lm_model)
-    lm.model_load()
-    mm.current_loaded_models.insert(0, lm)
+SIM = new_card("card", 4096 * MIB, "device_wide")
 
 
 # --- scenarios ------------------------------------------------------------------------------
@@ -185,7 +64,7 @@ def scenario_order():
     # The reference: the same models, in-process, on a card in the same state.
     mm.current_loaded_models.clear()
     pack.close()
-    ref_card = SimGpu.create(str(TMP / "ref"), 4096 * MIB, "ref")
+    ref_card = SimGpu.create(str(TMP / "ref"), 4096 * MIB, "ref", semantics="device_wide")
     CARD[0] = ref_card
     for name, mib, parts, off in ORDER_MODELS:
         per = mib * MIB // parts
@@ -322,6 +201,5 @@ def scenario_killed():
 
 if __name__ == "__main__":
     result = globals()[f"scenario_{sys.argv[1]}"]()
-    for p in list(loader._PACKS.values()):
-        p.close()
+    close_all()
     print("RESULT " + json.dumps(result))

@@ -124,3 +124,54 @@ def test_canary_catches_a_member_the_standin_lacks(tmp_path):
     assert "brand_new_member" in patcher_members(fake)
     row = {"id": 1, "name": "m", "device": "cuda:0", "size": 1, "resident": 1, "seq": 1}
     assert not hasattr(StandIn(_Pack(), 1, row), "brand_new_member")
+
+
+# The worker's interrupt gate (docs/adr/0009) stands in for this global; it works only while
+# every interruption function takes it by name inside a `with`, and sets the flag global.
+INTERRUPT_FUNCTIONS = (
+    "interrupt_current_processing",
+    "processing_interrupted",
+    "throw_exception_if_processing_interrupted",
+)
+
+
+def test_interruption_checks_take_the_mutex_global_the_worker_gate_replaces(comfyui_dir):
+    tree = ast.parse((comfyui_dir / "comfy" / "model_management.py").read_text())
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    module_globals = {
+        t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if hasattr(t, "id")
+    }
+    assert {"interrupt_processing_mutex", "interrupt_processing"} <= module_globals
+    for name in INTERRUPT_FUNCTIONS:
+        assert name in funcs, f"upstream no longer defines {name}"
+        withs = [w for w in ast.walk(funcs[name]) if isinstance(w, ast.With)]
+        guards = [
+            item.context_expr.id
+            for w in withs
+            for item in w.items
+            if isinstance(item.context_expr, ast.Name)
+        ]
+        assert guards == ["interrupt_processing_mutex"], (
+            f"{name} no longer takes interrupt_processing_mutex by name ({guards}): the "
+            "worker's interrupt gate would not see its checks"
+        )
+
+
+def test_upstream_free_memory_reading_is_still_blind_to_other_processes(comfyui_dir):
+    """Tripwire for the reserve (docs/adr/0007, issue 5): on a blind platform the bridge adds
+    ``blind_free - true_free`` to what it asks upstream to free. If upstream's
+    ``get_free_memory`` ever reads the device's truth itself (NVML), that correction would be
+    applied twice and the host would evict far more than needed."""
+    tree = ast.parse((comfyui_dir / "comfy" / "model_management.py").read_text())
+    fn = next(
+        n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_free_memory"
+    )
+    names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+    names |= {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
+    truthful = sorted(n for n in names if "nvml" in n.lower() or "device_truth" in n.lower())
+    assert not truthful, (
+        f"upstream get_free_memory now reads {truthful}: it may already see other processes, "
+        "so the bridge's blind-view correction (host/admission.py, host/reserve.py) would be "
+        "a double correction; re-derive the reserve before upgrading"
+    )
+    assert "mem_get_info" in names, "upstream no longer reads torch.cuda.mem_get_info"

@@ -11,7 +11,8 @@
 //!
 //! `floor memcpy-serve BYTES`: the same, but the buffers are faulted in once and each line
 //! `N` read from stdin runs N copies and prints one result line (until EOF), so a harness can
-//! interleave copies with its other cases without paying for the page faults again.
+//! interleave copies with its other cases without paying for the page faults again. A line
+//! `N B` copies only the first B bytes (B <= BYTES), so one pair of buffers serves every size.
 //!
 //! Output is one line of JSON: `{"mode": ..., "ns": [...]}`.
 
@@ -104,8 +105,12 @@ fn memcpy_serve(bytes: usize) -> std::io::Result<()> {
     let (src, mut dst) = buffers(bytes);
     println!("{{\"mode\": \"ready\", \"bytes\": {bytes}}}");
     for line in std::io::stdin().lines() {
-        let reps: usize = line?.trim().parse().expect("a number of copies");
-        copies(&src, &mut dst, reps);
+        let line = line?;
+        let mut words = line.split_whitespace();
+        let reps: usize = words.next().and_then(|w| w.parse().ok()).expect("a number of copies");
+        let n: usize = words.next().map_or(bytes, |w| w.parse().expect("a byte count"));
+        assert!(n <= bytes, "at most {bytes} bytes");
+        copies(&src[..n], &mut dst[..n], reps);
     }
     Ok(())
 }

@@ -62,6 +62,35 @@ pub enum SimError {
     },
     #[error("all {slots} booking slots are in use")]
     Full { slots: usize },
+    #[error("all {max} process records of the WDDM card are in use")]
+    ProcessesFull { max: usize },
+    #[error("bad simulated GPU semantics {spec:?}: {reason}")]
+    BadSemantics { spec: String, reason: String },
+}
+
+/// The host's device and a worker's are not the same card (by UUID): the memory bridge
+/// arbitrates one card, so the pack's worker must see the host's.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "pack {pack}: its worker's device is {worker_uuid}, the host's is {host_uuid}; they must be \
+     the same card (check CUDA_VISIBLE_DEVICES in the pack's environment)"
+)]
+pub struct DeviceMismatch {
+    pub pack: String,
+    pub host_uuid: String,
+    pub worker_uuid: String,
+}
+
+/// Host RAM could not be read.
+#[derive(Debug, Error)]
+pub enum RamError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot parse {path}: {reason}")]
+    Parse { path: PathBuf, reason: String },
 }
 
 /// An NVML return code, with the library's own description of it.

@@ -1,18 +1,22 @@
-//! The format of a simulated card's file: a header, then a fixed table of booking slots.
+//! The format of a simulated card's file: a header, a fixed table of booking slots, then a
+//! fixed table of process records (used by the WDDM semantics only).
 //!
 //! Every process that opens the card maps this file shared, so these structs *are* the shared
 //! state. Fields that change after creation are atomics; the others are written once into a
 //! private temporary file before it is linked under its public name, so no process ever maps
-//! a half-written header. Version 1 is the first layout; any change to it bumps [`VERSION`].
+//! a half-written header. Any change to the layout bumps [`VERSION`]; version 2 added the
+//! process records and the WDDM parameters.
 
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
 
 /// `b"AIRLKGPU"`, read as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"AIRLKGPU");
 /// The layout version; `open` refuses any other.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Slots in a card created by this version: distinct (pid, tag) bookings held at once.
 pub const SLOT_COUNT: u32 = 1024;
+/// Process records in a card created by this version: processes attached at once (WDDM).
+pub const PROC_COUNT: u32 = 256;
 /// Longest card name, in bytes (NVML's name buffer is 96 bytes).
 pub const NAME_MAX: usize = 63;
 /// Longest UUID, in bytes (NVML's is 40 characters; MIG ones are longer).
@@ -33,16 +37,59 @@ pub struct Header {
     pub slot_count: u32,
     pub name_len: u32,
     pub uuid_len: u32,
-    _pad0: u32,
+    pub proc_count: u32,
     /// The card's size in bytes.
     pub total: AtomicU64,
     /// Sum of all bookings. Raised before a slot grows and lowered after it shrinks, so it never
     /// reads below the true sum (see `table.rs`).
     pub used: AtomicU64,
-    _reserved: [u64; 2],
+    /// A counter bumped by every growth and attach under WDDM: orders processes by recency.
+    pub clock: AtomicU64,
+    /// Re-partition events so far (WDDM).
+    pub repartitions: AtomicU64,
     pub name: [u8; 64],
     pub uuid: [u8; 64],
-    _pad1: [u8; 64],
+    pub wddm: WddmArea,
+}
+
+/// The WDDM part of the header: the parameters (written once) and the card-wide demotion
+/// counters, which outlive the processes they were charged to.
+#[repr(C)]
+pub struct WddmArea {
+    pub pinned_bias: i64,
+    pub repartition_bias: i64,
+    pub repartition_below: u64,
+    /// Demotion events, over all processes ever attached.
+    pub demotions: AtomicU64,
+    /// Bytes demoted, over all processes ever attached.
+    pub demoted: AtomicU64,
+    _pad: [u64; 3],
+}
+
+/// One process attached to a WDDM card: its budget and what over-admission cost it. 64 bytes.
+#[repr(C)]
+pub struct Proc {
+    /// `kind << 56 | actor << 32 | pid`, with the kinds of [`state`]: `EMPTY`, `PENDING` (being
+    /// attached by `actor`), `LIVE`, `RECLAIMING` (being detached by `actor`).
+    pub state: AtomicU64,
+    /// The process's reading plus its own bookings, as set by the last partition: its reading
+    /// is `offset - own`, so it debits its own allocations 1:1 and no one else's.
+    pub offset: AtomicI64,
+    /// [`Header::clock`] at its last growth or attach.
+    pub touched: AtomicU64,
+    /// Times its memory was demoted to shared system memory for someone else's allocation.
+    pub demotions: AtomicU64,
+    /// Bytes so demoted, summed over those times.
+    pub demoted: AtomicU64,
+    /// [`proc_flags`].
+    pub flags: AtomicU64,
+    _pad: [u64; 2],
+}
+
+/// Bits of [`Proc::flags`].
+pub mod proc_flags {
+    /// The budget was set by a re-partition, not by the process's own start (pinned).
+    pub const REPARTITIONED: u64 = 1;
 }
 
 /// One booking: `(pid, tag) -> bytes`. 128 bytes: two cache lines no other slot shares.
@@ -60,11 +107,13 @@ pub struct Slot {
 }
 
 const _: () = assert!(size_of::<Header>() == 256);
+const _: () = assert!(size_of::<WddmArea>() == 64);
 const _: () = assert!(size_of::<Slot>() == 128);
+const _: () = assert!(size_of::<Proc>() == 64);
 
-/// Bytes in a file holding `slots` slots.
-pub const fn file_len(slots: u32) -> usize {
-    size_of::<Header>() + slots as usize * size_of::<Slot>()
+/// Bytes in a file holding `slots` slots and `procs` process records.
+pub const fn file_len(slots: u32, procs: u32) -> usize {
+    size_of::<Header>() + slots as usize * size_of::<Slot>() + procs as usize * size_of::<Proc>()
 }
 
 /// The slot state word. `actor` is the pid of the process in the middle of a transition
@@ -123,7 +172,14 @@ pub mod val {
 
 impl Header {
     /// A header for a fresh card; `magic` stays zero until the caller publishes it.
-    pub fn new(semantics: u32, total: u64, name: &str, uuid: &str) -> Header {
+    /// `wddm` is `(pinned_bias, repartition_bias, repartition_below)`.
+    pub fn new(
+        semantics: u32,
+        wddm: (i64, i64, u64),
+        total: u64,
+        name: &str,
+        uuid: &str,
+    ) -> Header {
         let mut h = Header {
             magic: AtomicU64::new(0),
             version: VERSION,
@@ -131,13 +187,21 @@ impl Header {
             slot_count: SLOT_COUNT,
             name_len: name.len() as u32,
             uuid_len: uuid.len() as u32,
-            _pad0: 0,
+            proc_count: PROC_COUNT,
             total: AtomicU64::new(total),
             used: AtomicU64::new(0),
-            _reserved: [0; 2],
+            clock: AtomicU64::new(0),
+            repartitions: AtomicU64::new(0),
             name: [0; 64],
             uuid: [0; 64],
-            _pad1: [0; 64],
+            wddm: WddmArea {
+                pinned_bias: wddm.0,
+                repartition_bias: wddm.1,
+                repartition_below: wddm.2,
+                demotions: AtomicU64::new(0),
+                demoted: AtomicU64::new(0),
+                _pad: [0; 3],
+            },
         };
         h.name[..name.len()].copy_from_slice(name.as_bytes());
         h.uuid[..uuid.len()].copy_from_slice(uuid.as_bytes());
@@ -152,6 +216,20 @@ impl Header {
     pub fn uuid(&self) -> String {
         let n = (self.uuid_len as usize).min(UUID_MAX);
         String::from_utf8_lossy(&self.uuid[..n]).into_owned()
+    }
+}
+
+impl Default for Proc {
+    fn default() -> Proc {
+        Proc {
+            state: AtomicU64::new(state::EMPTY),
+            offset: AtomicI64::new(0),
+            touched: AtomicU64::new(0),
+            demotions: AtomicU64::new(0),
+            demoted: AtomicU64::new(0),
+            flags: AtomicU64::new(0),
+            _pad: [0; 2],
+        }
     }
 }
 

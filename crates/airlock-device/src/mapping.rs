@@ -5,7 +5,7 @@ use std::ptr::NonNull;
 
 use rustix::mm::{MapFlags, ProtFlags};
 
-use crate::layout::{Header, Slot};
+use crate::layout::{Header, Proc, Slot};
 
 #[derive(Debug)]
 pub struct Mapping {
@@ -65,6 +65,23 @@ impl Mapping {
         // in bounds (caller), made only of atomics, and every bit pattern is valid.
         unsafe {
             let first = self.ptr.as_ptr().add(size_of::<Header>()).cast::<Slot>();
+            std::slice::from_raw_parts(first, count)
+        }
+    }
+
+    /// The `count` process records after a header and `slots` slots.
+    ///
+    /// # Safety
+    /// The mapping must hold a header, `slots` slots and `count` records.
+    pub unsafe fn procs(&self, slots: usize, count: usize) -> &[Proc] {
+        // SAFETY: records are 64-byte aligned after the 128-byte slots, in bounds (caller),
+        // made only of atomics, and every bit pattern is valid.
+        unsafe {
+            let first = self
+                .ptr
+                .as_ptr()
+                .add(size_of::<Header>() + slots * size_of::<Slot>())
+                .cast::<Proc>();
             std::slice::from_raw_parts(first, count)
         }
     }

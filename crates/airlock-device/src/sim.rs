@@ -8,7 +8,9 @@
 //! A booking is `(pid, tag) -> bytes`: a process's allocation for one purpose (a model id, its
 //! CUDA context...). [`SimGpu::book`] sets it, which is what a reporter of residency needs; a
 //! process gone without releasing is cleaned up by [`SimGpu::release_process`] or
-//! [`SimGpu::reap`]. How a process *sees* free memory is the card's [`Semantics`].
+//! [`SimGpu::reap`]. How a process *sees* free memory is the card's [`Semantics`]: on a
+//! device-wide card every reading is the truth; on a WDDM card (`wddm.rs`) each process reads
+//! its own budget, and over-admission demotes bystanders, counted per process.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
@@ -18,46 +20,16 @@ use std::sync::atomic::Ordering::SeqCst;
 use crate::error::SimError;
 use crate::layout::{self, Header, MAGIC, NAME_MAX, VERSION};
 use crate::mapping::Mapping;
-use crate::table::Table;
+use crate::procs::Procs;
+use crate::semantics::Semantics;
+use crate::table::{Table, Updated};
 use crate::uuid::{check_uuid, new_uuid};
+use crate::wddm::{Demotions, ProcessView, Wddm};
 
 /// The environment variable holding a card's path, by which tests hand the card to workers and
 /// to the fake NVML. Several paths separated by `:` make several cards for the fake NVML, in
 /// that order; [`SimGpu::from_env`] opens the first.
 pub const SIM_GPU_ENV: &str = "AIRLOCK_SIM_GPU";
-
-/// How a process's free-memory reading relates to the card's bookings.
-///
-/// Only [`Semantics::DeviceWide`] exists today. The per-process budget of Windows (WDDM), in
-/// which a process's reading debits its own allocations 1:1 and moves for others' only when a
-/// process starts or exits, will be a second variant: [`SimGpu::free_seen_by`] is the reading
-/// that depends on it, while [`SimGpu::free`] stays the device's truth (what NVML reports).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Semantics {
-    /// Linux: every process sees every allocation; a reading is `total - used`.
-    #[default]
-    DeviceWide,
-}
-
-impl Semantics {
-    fn code(self) -> u32 {
-        match self {
-            Semantics::DeviceWide => 0,
-        }
-    }
-
-    fn from_code(_code: u32) -> Semantics {
-        // Unknown codes come only from a newer layout, which `open` refuses by version.
-        Semantics::DeviceWide
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Semantics::DeviceWide => "device_wide",
-        }
-    }
-}
 
 /// What a new card looks like.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +44,7 @@ pub struct CardSpec {
 }
 
 impl CardSpec {
+    /// A device-wide card.
     pub fn new(name: impl Into<String>, total: u64) -> CardSpec {
         CardSpec {
             name: name.into(),
@@ -79,6 +52,11 @@ impl CardSpec {
             uuid: None,
             semantics: Semantics::DeviceWide,
         }
+    }
+
+    /// A card with these semantics.
+    pub fn with_semantics(self, semantics: Semantics) -> CardSpec {
+        CardSpec { semantics, ..self }
     }
 }
 
@@ -96,6 +74,7 @@ pub struct SimGpu {
     path: PathBuf,
     map: Mapping,
     slot_count: usize,
+    proc_count: usize,
 }
 
 impl SimGpu {
@@ -145,10 +124,16 @@ impl SimGpu {
                 .mode(0o600)
                 .open(&tmp)
                 .map_err(err)?;
-            let len = layout::file_len(layout::SLOT_COUNT);
+            let len = layout::file_len(layout::SLOT_COUNT, layout::PROC_COUNT);
             file.set_len(len as u64).map_err(err)?;
             let map = Mapping::new(&file, len).map_err(err)?;
-            let header = Header::new(spec.semantics.code(), spec.total, &spec.name, &uuid);
+            let header = Header::new(
+                spec.semantics.code(),
+                spec.semantics.params(),
+                spec.total,
+                &spec.name,
+                &uuid,
+            );
             // SAFETY: our own fresh mapping of a full-length file nobody else has opened.
             unsafe {
                 map.write_header(header);
@@ -165,6 +150,7 @@ impl SimGpu {
                 path: path.clone(),
                 map,
                 slot_count: layout::SLOT_COUNT as usize,
+                proc_count: layout::PROC_COUNT as usize,
             })
         })();
         let _ = std::fs::remove_file(&tmp);
@@ -201,7 +187,7 @@ impl SimGpu {
                 expected: VERSION,
             });
         }
-        let expected = layout::file_len(h.slot_count) as u64;
+        let expected = layout::file_len(h.slot_count, h.proc_count) as u64;
         if len != expected {
             return Err(SimError::Truncated {
                 path,
@@ -210,10 +196,12 @@ impl SimGpu {
             });
         }
         let slot_count = h.slot_count as usize;
+        let proc_count = h.proc_count as usize;
         Ok(SimGpu {
             path,
             map,
             slot_count,
+            proc_count,
         })
     }
 
@@ -238,6 +226,26 @@ impl SimGpu {
         }
     }
 
+    fn procs(&self) -> Procs<'_> {
+        Procs {
+            // SAFETY: checked at open/create: the file holds the records after the slots.
+            records: unsafe { self.map.procs(self.slot_count, self.proc_count) },
+        }
+    }
+
+    /// The WDDM state, on a WDDM card.
+    fn wddm(&self) -> Option<Wddm<'_>> {
+        match self.semantics() {
+            Semantics::Wddm(params) => Some(Wddm {
+                header: self.header(),
+                table: self.table(),
+                procs: self.procs(),
+                params,
+            }),
+            _ => None,
+        }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -256,7 +264,12 @@ impl SimGpu {
     }
 
     pub fn semantics(&self) -> Semantics {
-        Semantics::from_code(self.header().semantics)
+        let h = self.header();
+        let w = &h.wddm;
+        Semantics::from_header(
+            h.semantics,
+            (w.pinned_bias, w.repartition_bias, w.repartition_below),
+        )
     }
 
     /// Bytes booked on the card, by every process.
@@ -269,35 +282,147 @@ impl SimGpu {
         self.total().saturating_sub(self.used())
     }
 
+    /// Bytes booked past the total (zero unless overbooked): on a WDDM card, memory that lives
+    /// in shared system memory.
+    pub fn overcommitted(&self) -> u64 {
+        self.used().saturating_sub(self.total())
+    }
+
     /// What `pid` reads as free memory (`torch.cuda.mem_get_info` in that process) under the
-    /// card's semantics. Device-wide, that is [`SimGpu::free`].
-    pub fn free_seen_by(&self, _pid: u32) -> u64 {
-        match self.semantics() {
-            Semantics::DeviceWide => self.free(),
+    /// card's semantics. Device-wide, that is [`SimGpu::free`]; on WDDM, its budget less its
+    /// own bookings, within `[0, total]` (a process not attached reads what it would if it
+    /// attached now).
+    pub fn free_seen_by(&self, pid: u32) -> u64 {
+        match self.wddm() {
+            Some(w) => w.view(pid),
+            None => self.free(),
         }
     }
 
-    /// Sets the booking of `(pid, tag)` to `bytes` (zero releases it); returns the previous
-    /// value. Booking past the total is allowed: see [`SimGpu::book_checked`].
-    pub fn book(&self, pid: u32, tag: &str, bytes: u64) -> Result<u64, SimError> {
-        self.table()
-            .update(pid, tag, None, |_| Ok(bytes))
-            .map(|(old, _)| old)
+    /// `pid` starts on the card (creates its CUDA context) without booking yet. On WDDM its
+    /// budget is pinned now and every other process's is re-partitioned; booking attaches a
+    /// process that is not. Device-wide, nothing happens. Returns whether it was a start.
+    pub fn attach(&self, pid: u32) -> Result<bool, SimError> {
+        if pid == 0 {
+            return Err(SimError::InvalidPid { pid });
+        }
+        self.wddm().map_or(Ok(false), |w| w.attach(pid))
     }
 
-    /// [`SimGpu::book`] that fails like a CUDA allocation when the growth does not fit in the
-    /// free memory. The check and the booking are one atomic step across processes.
+    /// A re-partition event (WDDM): every attached process's budget is set from the truth now.
+    /// Device-wide, nothing happens.
+    pub fn repartition(&self) {
+        if let Some(w) = self.wddm() {
+            w.repartition(None);
+        }
+    }
+
+    /// Re-partition events so far (zero on a device-wide card).
+    pub fn repartitions(&self) -> u64 {
+        self.header().repartitions.load(SeqCst)
+    }
+
+    /// What over-admission cost `pid` while attached (zero device-wide: there it would be an
+    /// out-of-memory error, not a demotion).
+    pub fn demotions(&self, pid: u32) -> Demotions {
+        self.wddm()
+            .map_or_else(Demotions::default, |w| w.demotions(pid))
+    }
+
+    /// Demotions summed over every process ever attached to the card.
+    pub fn demotions_total(&self) -> Demotions {
+        self.wddm()
+            .map_or_else(Demotions::default, |w| w.demotions_total())
+    }
+
+    /// Every process on the card, ascending by pid: on WDDM the attached ones, device-wide
+    /// those holding bookings.
+    pub fn process_views(&self) -> Vec<ProcessView> {
+        match self.wddm() {
+            Some(w) => w.views(),
+            None => {
+                let free = self.free();
+                self.processes()
+                    .into_iter()
+                    .map(|(pid, used)| ProcessView {
+                        pid,
+                        used,
+                        free_seen: free,
+                        repartitioned: false,
+                        demotions: Demotions::default(),
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Runs a booking change, attaching the process first on WDDM when it may grow, and
+    /// charging its growth afterwards.
+    fn change(
+        &self,
+        pid: u32,
+        may_grow: bool,
+        update: impl FnOnce(&Table<'_>) -> Result<Updated, SimError>,
+    ) -> Result<Updated, SimError> {
+        let wddm = self.wddm();
+        if let (Some(w), true) = (&wddm, may_grow) {
+            if pid == 0 {
+                return Err(SimError::InvalidPid { pid });
+            }
+            w.attach(pid)?;
+        }
+        let u = update(&self.table())?;
+        if let Some(w) = &wddm
+            && u.new > u.old
+        {
+            w.grew(pid, u.new - u.old, u.used_after);
+        }
+        Ok(u)
+    }
+
+    /// Sets the booking of `(pid, tag)` to `bytes` (zero releases it); returns the previous
+    /// value. Booking past the total is allowed (on WDDM it demotes bystanders): see
+    /// [`SimGpu::book_checked`].
+    pub fn book(&self, pid: u32, tag: &str, bytes: u64) -> Result<u64, SimError> {
+        self.change(pid, bytes > 0, |t| t.update(pid, tag, None, |_| Ok(bytes)))
+            .map(|u| u.old)
+    }
+
+    /// [`SimGpu::book`] that fails like a CUDA allocation when the growth does not fit in what
+    /// `pid` reads as free. Device-wide that is the device's free memory, and the check and the
+    /// booking are one atomic step across processes. On WDDM it is the process's budget, blind
+    /// to others: growth past the device's total succeeds and demotes bystanders, as the seed
+    /// measured (the check is not atomic against the same pid booking from two threads).
     pub fn book_checked(&self, pid: u32, tag: &str, bytes: u64) -> Result<u64, SimError> {
-        self.table()
-            .update(pid, tag, Some(self.total()), |_| Ok(bytes))
-            .map(|(old, _)| old)
+        if self.wddm().is_none() {
+            return self
+                .table()
+                .update(pid, tag, Some(self.total()), |_| Ok(bytes))
+                .map(|u| u.old);
+        }
+        self.change(pid, bytes > 0, |t| {
+            let budget = self.free_seen_by(pid);
+            t.update(pid, tag, None, |old| {
+                let growth = bytes.saturating_sub(old);
+                if growth > budget {
+                    return Err(SimError::OutOfMemory {
+                        pid,
+                        tag: tag.to_owned(),
+                        requested: growth,
+                        free: budget,
+                    });
+                }
+                Ok(bytes)
+            })
+        })
+        .map(|u| u.old)
     }
 
     /// Adds `delta` (negative: frees) to the booking of `(pid, tag)`; returns the new value.
     /// Freeing more than is booked is an error.
     pub fn add(&self, pid: u32, tag: &str, delta: i64) -> Result<u64, SimError> {
-        self.table()
-            .update(pid, tag, None, |booked| {
+        self.change(pid, delta > 0, |t| {
+            t.update(pid, tag, None, |booked| {
                 booked
                     .checked_add_signed(delta)
                     .ok_or_else(|| SimError::Underflow {
@@ -307,7 +432,8 @@ impl SimGpu {
                         delta,
                     })
             })
-            .map(|(_, new)| new)
+        })
+        .map(|u| u.new)
     }
 
     /// Drops the booking of `(pid, tag)`; returns the bytes it held (0 if none).
@@ -315,23 +441,34 @@ impl SimGpu {
         self.book(pid, tag, 0)
     }
 
-    /// Drops every booking of `pid` (a process that died); returns the bytes released.
+    /// Drops every booking of `pid` (a process that exited); returns the bytes released. On
+    /// WDDM the process detaches, which re-partitions the others.
     pub fn release_process(&self, pid: u32) -> u64 {
-        self.table().release_process(pid)
+        let released = self.table().release_process(pid);
+        if let Some(w) = self.wddm() {
+            w.detach(pid);
+        }
+        released
     }
 
-    /// Drops the bookings of every pid that is no longer a live process (zombies included),
-    /// and undoes slot transitions that a killed process left half done. Returns the pids
-    /// whose bookings went, in ascending order.
+    /// Drops the bookings (and, on WDDM, the attachment) of every pid that is no longer a live
+    /// process (zombies included), and undoes transitions that a killed process left half
+    /// done. Returns those pids, in ascending order.
     pub fn reap(&self) -> Vec<u32> {
         let table = self.table();
         table.recover_dead_actors();
-        table
-            .pids()
-            .into_iter()
+        let mut pids = table.pids();
+        if self.wddm().is_some() {
+            let procs = self.procs();
+            procs.recover_dead_actors();
+            pids.extend(procs.live().into_iter().map(|(pid, _)| pid));
+            pids.sort_unstable();
+            pids.dedup();
+        }
+        pids.into_iter()
             .filter(|&pid| !crate::process::alive(pid))
             .inspect(|&pid| {
-                table.release_process(pid);
+                self.release_process(pid);
             })
             .collect()
     }
@@ -354,6 +491,11 @@ impl SimGpu {
     /// bookings and nobody booking has none; a leak shows here.
     pub fn slots_in_use(&self) -> usize {
         self.table().slots_in_use()
+    }
+
+    /// Process records not free (WDDM: one per attached process); zero device-wide.
+    pub fn processes_attached(&self) -> usize {
+        self.procs().in_use()
     }
 
     /// Bytes per pid, over all tags, ascending by pid: what NVML lists as running processes.

@@ -64,19 +64,29 @@ enum Seen {
     Absent,
 }
 
+/// What [`Table::update`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Updated {
+    pub old: u64,
+    pub new: u64,
+    /// For a growth, the device total just after this growth was added to it (the order in
+    /// which growths past the total are charged); otherwise zero.
+    pub used_after: u64,
+}
+
 /// The shared table seen through one mapping.
 pub struct Table<'a> {
     pub header: &'a Header,
     pub slots: &'a [Slot],
 }
 
-fn me() -> u32 {
+pub(crate) fn me() -> u32 {
     rustix::process::getpid().as_raw_nonzero().get() as u32
 }
 
 /// Spins, then yields, then sleeps, with a little per-process jitter so two processes that
 /// withdrew from the same key do not collide again in lockstep.
-fn backoff(round: &mut u32) {
+pub(crate) fn backoff(round: &mut u32) {
     *round += 1;
     if *round < 6 {
         for _ in 0..(1u32 << *round) {
@@ -91,7 +101,7 @@ fn backoff(round: &mut u32) {
 }
 
 /// Rounds of waiting on a slot in transition before checking whether its actor died.
-const STUCK_ROUNDS: u32 = 200;
+pub(crate) const STUCK_ROUNDS: u32 = 200;
 
 impl Table<'_> {
     fn tag_eq(slot: &Slot, key: &TagKey<'_>) -> bool {
@@ -195,13 +205,12 @@ impl Table<'_> {
         Ok(Some((i, generation)))
     }
 
-    /// Raises the device total by `delta` before a slot grows; with a `limit`, refuses to go
-    /// past it.
-    fn reserve(&self, delta: u64, limit: Option<u64>) -> Result<(), u64> {
+    /// Raises the device total by `delta` before a slot grows, returning the new total; with a
+    /// `limit`, refuses to go past it (the error is the room left).
+    fn reserve(&self, delta: u64, limit: Option<u64>) -> Result<u64, u64> {
         let used = &self.header.used;
         let Some(limit) = limit else {
-            used.fetch_add(delta, SeqCst);
-            return Ok(());
+            return Ok(used.fetch_add(delta, SeqCst).saturating_add(delta));
         };
         let mut u = used.load(SeqCst);
         loop {
@@ -209,21 +218,21 @@ impl Table<'_> {
                 return Err(limit.saturating_sub(u));
             }
             match used.compare_exchange_weak(u, u + delta, SeqCst, SeqCst) {
-                Ok(_) => return Ok(()),
+                Ok(_) => return Ok(u + delta),
                 Err(now) => u = now,
             }
         }
     }
 
-    /// Sets the booking of `(pid, tag)` to `f(current)`; returns `(old, new)`. With a `limit`,
-    /// growth that would take the device total past it fails as out of memory.
+    /// Sets the booking of `(pid, tag)` to `f(current)`. With a `limit`, growth that would take
+    /// the device total past it fails as out of memory.
     pub fn update(
         &self,
         pid: u32,
         tag: &str,
         limit: Option<u64>,
         f: impl Fn(u64) -> Result<u64, SimError>,
-    ) -> Result<(u64, u64), SimError> {
+    ) -> Result<Updated, SimError> {
         if pid == 0 {
             return Err(SimError::InvalidPid { pid });
         }
@@ -238,7 +247,11 @@ impl Table<'_> {
                 }
                 Seen::Absent => {
                     if f(0)? == 0 {
-                        return Ok((0, 0));
+                        return Ok(Updated {
+                            old: 0,
+                            new: 0,
+                            used_after: 0,
+                        });
                     }
                     match self.claim(pid, &key)? {
                         Some(found) => found,
@@ -274,19 +287,22 @@ impl Table<'_> {
             let reserved = if new > old {
                 self.reserve(new - old, limit)
             } else {
-                Ok(())
+                Ok(0)
             };
-            if let Err(free) = reserved {
-                if old == 0 {
-                    self.reclaim(i, pid);
+            let used_after = match reserved {
+                Ok(u) => u,
+                Err(free) => {
+                    if old == 0 {
+                        self.reclaim(i, pid);
+                    }
+                    return Err(SimError::OutOfMemory {
+                        pid,
+                        tag: tag.to_owned(),
+                        requested: new - old,
+                        free,
+                    });
                 }
-                return Err(SimError::OutOfMemory {
-                    pid,
-                    tag: tag.to_owned(),
-                    requested: new - old,
-                    free,
-                });
-            }
+            };
             match slot
                 .val
                 .compare_exchange(cur, val::make(generation, new), SeqCst, SeqCst)
@@ -298,7 +314,11 @@ impl Table<'_> {
                     if new == 0 {
                         self.reclaim(i, pid);
                     }
-                    return Ok((old, new));
+                    return Ok(Updated {
+                        old,
+                        new,
+                        used_after,
+                    });
                 }
                 Err(_) => {
                     if new > old {
@@ -485,7 +505,7 @@ mod tests {
     use crate::layout::SLOT_COUNT;
 
     fn table(total: u64) -> (Box<Header>, Vec<Slot>) {
-        let h = Box::new(Header::new(0, total, "t", "GPU-t"));
+        let h = Box::new(Header::new(0, (0, 0, 0), total, "t", "GPU-t"));
         let slots = (0..SLOT_COUNT).map(|_| Slot::default()).collect();
         (h, slots)
     }

@@ -32,6 +32,7 @@ use crate::flock::FileLock;
 use crate::home::{Home, pack_id};
 use crate::inputs::{Inputs, env_key, lock_packages};
 use crate::interpreter::{Finder, Interpreter};
+use crate::policy::WorkerPolicy;
 use crate::progress::Progress;
 use crate::record::{EnvRecord, PackRecord, now, read_json, write_atomic, write_json};
 use crate::requirement;
@@ -73,6 +74,8 @@ pub struct EnvInfo {
     pub built: bool,
     pub env_vars: BTreeMap<String, String>,
     pub entry: Option<String>,
+    /// What the pack's worker may do (deadline, sandbox, pickle); not part of the env.
+    pub policy: WorkerPolicy,
     /// Whether ComfyUI's requirements are in the env.
     pub comfy: bool,
     pub inputs_hash: String,
@@ -291,6 +294,7 @@ fn info(plan: &Plan, opts: &EnvOptions, key: &str, built: bool) -> EnvInfo {
         built,
         env_vars: plan.config.env_vars.clone(),
         entry: plan.config.entry.clone(),
+        policy: plan.config.policy.clone(),
         comfy: plan.comfy.is_some(),
         inputs_hash: plan.inputs_hash.clone(),
         interpreter: plan.inputs.interpreter.clone(),

@@ -10,9 +10,15 @@
 //! find-links = ["wheels"]                # folders (relative to the pack) or URLs
 //! entry = "nodes"                        # optional; module defining NODE_CLASS_MAPPINGS
 //! comfy = true                           # optional; add ComfyUI's requirements (default: detect)
+//! call-deadline = 600                     # optional; seconds one call may run (see `policy`)
+//! pickle = ["datetime.datetime"]          # optional; types that may cross with pickle
 //!
 //! [env_vars]
 //! KMP_DUPLICATE_LIB_OK = "TRUE"
+//!
+//! [sandbox]                               # optional; see `policy`
+//! enabled = true
+//! network = false
 //! ```
 //!
 //! Unknown keys are errors rather than warnings: a misspelt `dependecies` silently ignored
@@ -27,6 +33,7 @@ use serde::Serialize;
 
 use crate::comfy_env_toml;
 use crate::error::ConfigError;
+use crate::policy::{self, WorkerPolicy};
 use crate::requirement;
 use crate::toml_doc::{Doc, Value, sorted};
 
@@ -77,6 +84,8 @@ pub struct PackConfig {
     pub entry: Option<String>,
     /// Force (`true`) or disable (`false`) ComfyUI's requirements; `None`: detect.
     pub comfy: Option<bool>,
+    /// What the worker may do: `call-deadline`, `[sandbox]`, `pickle` (airlock.toml only).
+    pub policy: WorkerPolicy,
 }
 
 impl PackConfig {
@@ -117,6 +126,7 @@ impl PackConfig {
             env_vars: BTreeMap::new(),
             entry: None,
             comfy: None,
+            policy: WorkerPolicy::default(),
         }
     }
 }
@@ -161,6 +171,9 @@ fn parse_airlock(doc: &Doc<'_>, c: &mut PackConfig) -> Result<(), ConfigError> {
             "env_vars" => c.env_vars = doc.env_vars(k, v)?,
             "entry" => c.entry = Some(entry(doc, k, v)?),
             "comfy" => c.comfy = Some(doc.bool(k, v)?),
+            "call-deadline" => c.policy.call_deadline = Some(policy::call_deadline(doc, k, v)?),
+            "sandbox" => c.policy.sandbox = policy::sandbox(doc, k, v, &c.dir)?,
+            "pickle" => c.policy.pickle = policy::pickle(doc, k, v)?,
             _ => return Err(doc.unknown_key(key, None)),
         }
     }

@@ -12,12 +12,19 @@
 //! no variable, init fails with `NVML_ERROR_DRIVER_NOT_LOADED`, like a machine without the
 //! driver. Device handles are the device's index plus one. Structs have the real `nvml.h`
 //! layouts (`airlock_device::nvml_abi`). Nothing here panics across the C boundary.
+//!
+//! Whatever the card's semantics, memory info is the device's truth, as real NVML's is: on a
+//! WDDM card a process's own reading (`SimGpu::free_seen_by`) is its budget, NVML's is not.
+//! Like real NVML under WDDM, a WDDM card lists its processes with their memory
+//! `NVML_VALUE_NOT_AVAILABLE`: per-process accounting is off the table there.
 
 use std::ffi::{CStr, c_char, c_uint};
 use std::sync::{Mutex, MutexGuard};
 
-use airlock_device::nvml_abi::{NvmlDevice, NvmlMemory, NvmlProcessInfo, NvmlReturn, code};
-use airlock_device::{SimGpu, paths_from_env};
+use airlock_device::nvml_abi::{
+    NvmlDevice, NvmlMemory, NvmlProcessInfo, NvmlReturn, VALUE_NOT_AVAILABLE, code,
+};
+use airlock_device::{Semantics, SimGpu, paths_from_env};
 
 /// What `nvml.h` puts in the instance ids of a process outside any MIG instance.
 const NO_INSTANCE: c_uint = u32::MAX;
@@ -240,7 +247,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
     })
 }
 
-/// One entry per pid with bookings, its bytes summed over tags.
+/// One entry per pid with bookings, its bytes summed over tags (not available on WDDM).
 ///
 /// # Safety
 /// `count` must be null or writable; `infos` null or writable for `*count` entries.
@@ -255,6 +262,7 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
             return code::ERROR_INVALID_ARGUMENT;
         }
         let procs = c.processes();
+        let wddm = matches!(c.semantics(), Semantics::Wddm(_));
         // SAFETY: the caller's contract.
         let room = unsafe { *count } as usize;
         // SAFETY: the caller's contract.
@@ -270,7 +278,7 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
             unsafe {
                 *infos.add(i) = NvmlProcessInfo {
                     pid,
-                    used_gpu_memory: used,
+                    used_gpu_memory: if wddm { VALUE_NOT_AVAILABLE } else { used },
                     gpu_instance_id: NO_INSTANCE,
                     compute_instance_id: NO_INSTANCE,
                 }

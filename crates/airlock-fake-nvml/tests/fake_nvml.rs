@@ -11,13 +11,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use airlock_device::{
-    CardSpec, MemoryInfo, NVML_LIBRARY, NVML_LIBRARY_ENV, Nvml, NvmlError, ProcessMemory,
-    SIM_GPU_ENV, SimGpu, paths_from_env,
+    CardSpec, DeviceTruth, MemoryInfo, NVML_LIBRARY, NVML_LIBRARY_ENV, Nvml, NvmlError,
+    ProcessMemory, SIM_GPU_ENV, Semantics, SimGpu, paths_from_env, resolve_device,
 };
 
 const ROLE: &str = "AIRLOCK_TEST_ROLE";
 const LIBRARY: &str = "AIRLOCK_TEST_LIBRARY";
 const EXPECT_USED: &str = "AIRLOCK_TEST_EXPECT_USED";
+const OBSERVER: &str = "AIRLOCK_TEST_OBSERVER";
 /// Printed by a child that ran its role to the end.
 const DONE: &str = "airlock-test-role-done";
 const GIB: u64 = 1 << 30;
@@ -80,6 +81,35 @@ fn child() {
             card.book(me, "ctx", 300 * MIB).unwrap();
         }
         "read" => read_and_compare(&library),
+        "read-wddm" => {
+            // NVML tells the truth on a WDDM card, where the observer's own reading does not,
+            // and accounts no process's memory.
+            let nvml = Nvml::open_at(&library).unwrap();
+            let card = SimGpu::from_env().unwrap().unwrap();
+            let observer: u32 = std::env::var(OBSERVER).unwrap().parse().unwrap();
+            let m = nvml.device_by_uuid(&card.uuid()).unwrap().memory().unwrap();
+            assert_eq!((m.total, m.used, m.free), (16 * GIB, 12 * GIB, 4 * GIB));
+            assert_eq!(card.free_seen_by(observer), 16 * GIB, "blind");
+            let procs = nvml.device(0).unwrap().processes().unwrap().unwrap();
+            assert_eq!(procs.len(), 2);
+            assert!(procs.iter().all(|p| p.used.is_none()), "{procs:?}");
+            // The bridge's reading: the host's and a worker's device resolve to one UUID
+            // (torch spells it without the prefix), whose truth NVML gives.
+            let bare = card.uuid().trim_start_matches("GPU-").to_owned();
+            let uuid = resolve_device(&bare, [("pack-a", card.uuid().as_str())]).unwrap();
+            let truth = DeviceTruth::with(Nvml::open_at(&library), &uuid).unwrap();
+            assert!(truth.available());
+            assert_eq!(truth.memory().unwrap(), Some(m));
+            card.book(observer, "more", GIB).unwrap();
+            assert_eq!(truth.memory().unwrap().unwrap().free, 3 * GIB, "read live");
+            card.release(observer, "more").unwrap();
+            // NVML that answers but lacks the device is an error, not a fallback.
+            let other = "GPU-ffffffff-0000-0000-0000-000000000000";
+            assert!(matches!(
+                DeviceTruth::with(Nvml::open_at(&library), other),
+                Err(NvmlError::NoDevice { .. })
+            ));
+        }
         "absent" => {
             let e = Nvml::open_at(&library).unwrap_err();
             match &e {
@@ -90,6 +120,10 @@ fn child() {
                 other => panic!("{other}"),
             }
             assert!(e.is_unavailable());
+            // No driver: the truth reads None and callers use upstream's semantics.
+            let truth = DeviceTruth::with(Nvml::open_at(&library), "GPU-0").unwrap();
+            assert!(!truth.available());
+            assert_eq!(truth.memory().unwrap(), None);
         }
         "by-name" => {
             let nvml = Nvml::open().unwrap();
@@ -206,6 +240,28 @@ fn nvml_reports_what_processes_booked_on_the_simulated_cards() {
     run_child(
         "read",
         &[(SIM_GPU_ENV, &joined(&[&a, &b])), (EXPECT_USED, &expect)],
+        &[],
+    );
+}
+
+#[test]
+fn on_a_wddm_card_nvml_reports_the_truth_the_processes_do_not_see() {
+    let dir = tempfile::tempdir().unwrap();
+    let card = SimGpu::create_with(
+        dir.path().join("gpu"),
+        &CardSpec::new("NVIDIA Simulated WDDM", 16 * GIB).with_semantics(Semantics::WDDM),
+    )
+    .unwrap();
+    let me = std::process::id();
+    card.attach(me).unwrap();
+    card.book(me, "ctx", 1).unwrap();
+    card.book(12345, "model", 12 * GIB - 1).unwrap();
+    run_child(
+        "read-wddm",
+        &[
+            (SIM_GPU_ENV, card.path().to_str().unwrap()),
+            (OBSERVER, &me.to_string()),
+        ],
         &[],
     );
 }

@@ -150,6 +150,21 @@ pub fn decode<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut regions = Vec::new();
     collect_regions(&value, &mut regions);
+    // Our own regions, referenced back by the peer, are held before any view is made, so the
+    // failure path below can release every region alike.
+    let own = lane.get().side;
+    for (i, r) in regions.iter().enumerate() {
+        if r.side == own
+            && let Err(e) = lane.get().inner.acquire_returned(*r)
+        {
+            for (j, r) in regions.iter().enumerate() {
+                if r.side != own || j < i {
+                    lane.get().inner.release(*r);
+                }
+            }
+            return Err(crate::errors::ProtocolError::new_err(e.to_string()));
+        }
+    }
     let mut claimed = 0;
     let out = decode_at(py, lane, value, &mut claimed);
     if out.is_err() {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use airlock_env::{
     DiscoveredPack, EnvError as CoreEnvError, EnvInfo, EnvOptions, Home, PackConfig, Progress,
-    Silent, Spinner, UvLocator, stderr_is_terminal,
+    Silent, Spinner, UvLocator, WorkerPolicy, stderr_is_terminal,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -60,6 +60,7 @@ pub fn config_dict<'py>(py: Python<'py>, c: &PackConfig) -> PyResult<Bound<'py, 
     d.set_item("env_vars", map(py, &c.env_vars)?)?;
     d.set_item("entry", &c.entry)?;
     d.set_item("comfy", c.comfy)?;
+    policy_items(py, &d, &c.policy)?;
     Ok(d)
 }
 
@@ -96,7 +97,21 @@ fn info_dict<'py>(py: Python<'py>, i: &EnvInfo) -> PyResult<Bound<'py, PyDict>> 
     d.set_item("entry", &i.entry)?;
     d.set_item("comfy", i.comfy)?;
     d.set_item("python_version", &i.interpreter.version)?;
+    policy_items(py, &d, &i.policy)?;
     Ok(d)
+}
+
+/// `call_deadline` (seconds or None), `sandbox` (a dict) and `pickle` (a list of names).
+fn policy_items(py: Python<'_>, d: &Bound<'_, PyDict>, p: &WorkerPolicy) -> PyResult<()> {
+    d.set_item("call_deadline", p.call_deadline.map(|t| t.as_secs_f64()))?;
+    let s = PyDict::new(py);
+    s.set_item("enabled", p.sandbox.enabled)?;
+    s.set_item("network", p.sandbox.network)?;
+    s.set_item("read", &p.sandbox.read)?;
+    s.set_item("write", &p.sandbox.write)?;
+    d.set_item("sandbox", s)?;
+    d.set_item("pickle", &p.pickle)?;
+    Ok(())
 }
 
 /// Reads the config of the pack in `pack_dir`.

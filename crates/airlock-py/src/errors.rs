@@ -43,6 +43,19 @@ create_exception!(
 );
 create_exception!(
     comfy_airlock,
+    CallInterrupted,
+    AirlockError,
+    "A call was stopped because it was interrupted (ComfyUI's cancel or `Worker.interrupt`); \
+     the message says whether the node stopped at its check, at SIGINT or was killed."
+);
+create_exception!(
+    comfy_airlock,
+    DeadlineExceeded,
+    AirlockError,
+    "A call ran past the pack's `call-deadline` and was stopped like an interrupted one."
+);
+create_exception!(
+    comfy_airlock,
     EnvError,
     AirlockError,
     "A pack's environment could not be prepared; the message starts with the pack's name."

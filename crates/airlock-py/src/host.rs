@@ -2,17 +2,20 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use airlock_shm::PoolConfig;
-use airlock_supervisor::{LaneError, OutputSink, WorkerProcess, WorkerSpec};
+use airlock_supervisor::{
+    InterruptPolicy, LaneError, Liveness, OutputSink, WorkerProcess, WorkerSpec,
+};
 use airlock_wire::{Message, ModelOp, ModelOutcome, RemoteException, Side, Value};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyTuple};
 
+use crate::call_watch::{CallWatch, Cause, TICK};
 use crate::convert::{Encoder, decode};
 use crate::errors::{self, AirlockError};
 use crate::hooks::hooks;
@@ -43,6 +46,10 @@ pub struct Worker {
     next_id: AtomicU64,
     /// `on_event(topic, payload)` for [`Message::Event`]s of a running call.
     on_event: Option<Py<PyAny>>,
+    /// How a call that was asked to stop is made to stop.
+    policy: InterruptPolicy,
+    /// Set by [`Worker::interrupt`]; the waiting caller picks it up at its next tick.
+    interrupt_requested: AtomicBool,
 }
 
 /// Locks without deadlocking against a thread that holds the lock and waits for the GIL.
@@ -114,8 +121,15 @@ impl Worker {
 #[pymethods]
 impl Worker {
     /// Starts the worker. `env` is its whole environment as `(name, value)` pairs.
+    ///
+    /// `liveness` is `(interval, grace)` in seconds: the worker is pinged every `interval` and
+    /// killed as hung after `grace` without an answer (None: no watch). `signal_after` and
+    /// `kill_after` are the interrupt escalation's delays (None: leave that step out).
     #[new]
-    #[pyo3(signature = (name, python, args, env, cwd=None, connect_timeout=60.0, on_event=None))]
+    #[pyo3(signature = (
+        name, python, args, env, cwd=None, connect_timeout=60.0, on_event=None,
+        liveness=None, signal_after=Some(5.0), kill_after=Some(10.0)
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -126,7 +140,28 @@ impl Worker {
         cwd: Option<PathBuf>,
         connect_timeout: f64,
         on_event: Option<Py<PyAny>>,
+        liveness: Option<(f64, f64)>,
+        signal_after: Option<f64>,
+        kill_after: Option<f64>,
     ) -> PyResult<Worker> {
+        let secs = |what: &str, s: f64| -> PyResult<Duration> {
+            Duration::try_from_secs_f64(s).map_err(|_| {
+                pyo3::exceptions::PyValueError::new_err(format!(
+                    "{what} must be a non-negative number of seconds, got {s}"
+                ))
+            })
+        };
+        let liveness = match liveness {
+            Some((interval, grace)) => Some(Liveness {
+                interval: secs("liveness interval", interval)?,
+                grace: secs("liveness grace", grace)?,
+            }),
+            None => None,
+        };
+        let policy = InterruptPolicy {
+            signal_after: signal_after.map(|s| secs("signal_after", s)).transpose()?,
+            kill_after: kill_after.map(|s| secs("kill_after", s)).transpose()?,
+        };
         let pool = PoolConfig {
             name: format!("airlock-{name}"),
             ..PoolConfig::default()
@@ -139,6 +174,7 @@ impl Worker {
                 env,
                 cwd,
                 connect_timeout: Duration::from_secs_f64(connect_timeout),
+                liveness,
                 pool,
             },
             sink: Arc::new(PyLogSink),
@@ -150,21 +186,38 @@ impl Worker {
             calls: Mutex::new(()),
             next_id: AtomicU64::new(1),
             on_event,
+            policy,
+            interrupt_requested: AtomicBool::new(false),
         };
         w.running(py)?;
         Ok(w)
     }
 
     /// Runs `target` (`"module:qualname"`) in the worker and returns its result.
-    #[pyo3(signature = (target, args, kwargs=None))]
+    ///
+    /// While it waits, the call is stopped (see [`CallWatch`]) when `interrupted()` returns
+    /// true, when `deadline` seconds have passed, or when [`Worker::interrupt`] is called.
+    #[pyo3(signature = (target, args, kwargs=None, interrupted=None, deadline=None))]
     fn call<'py>(
         &self,
         py: Python<'py>,
         target: &str,
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
+        interrupted: Option<&Bound<'py, PyAny>>,
+        deadline: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let _serial = slot_lock(py, &self.calls);
+        self.interrupt_requested.store(false, Ordering::Release);
+        let deadline = deadline
+            .map(|d| {
+                Duration::try_from_secs_f64(d).map_err(|_| {
+                    pyo3::exceptions::PyValueError::new_err(format!(
+                        "deadline must be a non-negative number of seconds, got {d}"
+                    ))
+                })
+            })
+            .transpose()?;
         let (process, lane) = self.running(py)?;
         let mut enc = Encoder::new(&lane);
         let encoded = enc.encode(args.as_any()).and_then(|a| {
@@ -192,14 +245,25 @@ impl Worker {
         if let Err(e) = py.detach(|| call_lane.send(&msg)) {
             return Err(self.fail(py, &process, target, e));
         }
+        let mut watch = CallWatch::new(
+            id,
+            interrupted,
+            deadline,
+            &self.interrupt_requested,
+            self.policy,
+        );
         // The first exception raised by an event handler (e.g. ComfyUI's progress hook on an
         // interrupt) is raised once the reply is in: the lane stays in step either way.
         let mut deferred: Option<PyErr> = None;
         let reply = loop {
             // Bookkeeping frames (releases, segments) are absorbed by the lane; what comes
             // out is the answer or an event, and only one call is in flight.
-            let got = py.detach(|| call_lane.recv());
+            let got = py.detach(|| call_lane.recv_until(Instant::now() + TICK));
             match got {
+                Err(LaneError::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    watch.tick(py, &process);
+                    continue;
+                }
                 Ok(Some(Message::Event {
                     id: eid,
                     topic,
@@ -208,6 +272,20 @@ impl Worker {
                     if eid != id {
                         continue; // a straggler of an earlier call: nobody is listening
                     }
+                    if topic.ends_with('?') {
+                        // A question (e.g. admission before a load): the worker's node waits
+                        // for the answer on this lane.
+                        let answer = self.answer(py, &lane, &topic, payload);
+                        let msg = Message::Event {
+                            id,
+                            topic,
+                            payload: answer,
+                        };
+                        if let Err(e) = py.detach(|| call_lane.send(&msg)) {
+                            return Err(self.fail(py, &process, target, e));
+                        }
+                        continue;
+                    }
                     let handled = decode(py, &lane, payload).and_then(|p| match &self.on_event {
                         Some(h) => h.bind(py).call1((topic, p)).map(drop),
                         None => Ok(()),
@@ -215,6 +293,8 @@ impl Worker {
                     if let Err(e) = handled
                         && deferred.is_none()
                     {
+                        // The host will raise this; the worker need not finish the call.
+                        watch.stop(&process, Cause::Interrupted);
                         deferred = Some(e);
                     }
                 }
@@ -226,10 +306,17 @@ impl Worker {
                     ));
                     return Err(self.fail(py, &process, target, e));
                 }
-                Ok(None) => return Err(self.fail(py, &process, target, LaneError::Closed)),
-                Err(e) => return Err(self.fail(py, &process, target, e)),
+                Ok(None) => {
+                    let err = self.fail(py, &process, target, LaneError::Closed);
+                    return Err(stopped(py, &watch, &self.spec.name, target, err));
+                }
+                Err(e) => {
+                    let err = self.fail(py, &process, target, e);
+                    return Err(stopped(py, &watch, &self.spec.name, target, err));
+                }
             }
         };
+        watch.finish(&process);
         if let Some(e) = deferred {
             if let Message::Reply { value, .. } = reply {
                 drop(decode(py, &lane, value)); // its regions are released
@@ -239,7 +326,8 @@ impl Worker {
         match reply {
             Message::Reply { id: rid, value } if rid == id => decode(py, &lane, value),
             Message::Error { id: rid, error } if rid == id => {
-                Err(remote_error(py, &lane, &self.spec.name, error))
+                let err = remote_error(py, &lane, &self.spec.name, error);
+                Err(stopped(py, &watch, &self.spec.name, target, err))
             }
             _ => Err(self.fail(
                 py,
@@ -374,12 +462,25 @@ impl Worker {
         };
         let (outcome, report) = py
             .detach(|| p.model_command(model, op, Duration::from_secs_f64(timeout)))
-            .map_err(|e| errors::lane(&self.spec.name, &e))?;
+            .map_err(|e| {
+                // A worker that died under the command says so, with its status.
+                match py.detach(|| p.wait_exit(Duration::from_millis(100))) {
+                    Some(_) => errors::died(&py.detach(|| p.died("a model command"))),
+                    None => errors::lane(&self.spec.name, &e),
+                }
+            })?;
         let report = decode(py, lane.bind(py), report)?;
         Ok(match outcome {
             ModelOutcome::Done { bytes } => (bytes, None, report),
             ModelOutcome::Refused { reason } => (0, Some(reason), report),
         })
+    }
+
+    /// Asks the call running now to stop, as ComfyUI's cancel does: the flag first, then the
+    /// escalation this worker was configured with. Callable from any thread; a no-op when no
+    /// call is running.
+    fn interrupt(&self) {
+        self.interrupt_requested.store(true, Ordering::Release);
     }
 
     /// SIGKILL the current process (for tests of crash handling).
@@ -402,6 +503,52 @@ impl Worker {
         let status = py.detach(|| r.process.shutdown(Duration::from_secs_f64(grace)));
         Some(status.to_string())
     }
+}
+
+impl Worker {
+    /// `on_event(topic, payload)`'s return value, encoded for the worker; if it raises, a
+    /// `{"error": message}` the worker raises on its side.
+    fn answer(&self, py: Python<'_>, lane: &Bound<'_, Lane>, topic: &str, payload: Value) -> Value {
+        let answered = decode(py, lane, payload).and_then(|p| match &self.on_event {
+            Some(h) => h.bind(py).call1((topic, p)),
+            None => Err(AirlockError::new_err(format!(
+                "nobody in the host answers '{topic}'"
+            ))),
+        });
+        let encoded = answered.and_then(|a| {
+            let mut enc = Encoder::new(lane);
+            enc.encode(&a).inspect_err(|_| enc.abandon())
+        });
+        encoded.unwrap_or_else(|e| {
+            Value::Dict(vec![(
+                Value::Str("error".into()),
+                Value::Str(format!("the host could not answer '{topic}': {e}")),
+            )])
+        })
+    }
+}
+
+/// The error for a call that ended after it was asked to stop: [`errors::CallInterrupted`] or
+/// [`errors::DeadlineExceeded`], saying what it took, with the worker's own error as cause.
+fn stopped(py: Python<'_>, watch: &CallWatch<'_>, worker: &str, target: &str, err: PyErr) -> PyErr {
+    let Some(cause) = watch.cause() else {
+        return err;
+    };
+    let new = match cause {
+        Cause::Interrupted => errors::CallInterrupted::new_err(format!(
+            "worker '{worker}': the call to '{target}' was interrupted; {}",
+            watch.how()
+        )),
+        Cause::Deadline(d) => errors::DeadlineExceeded::new_err(format!(
+            "worker '{worker}': the call to '{target}' did not finish within its deadline of \
+             {:.1} s (call-deadline in the pack's airlock.toml); {}",
+            d.as_secs_f64(),
+            watch.how()
+        )),
+    };
+    new.set_cause(py, Some(err));
+    let _ = new.value(py).setattr("escalation", watch.last_step());
+    new
 }
 
 fn remote_error<'py>(

@@ -35,7 +35,7 @@ pub fn region_tuple(r: &Region) -> (u8, u32, u64, u64) {
 #[pyclass(frozen, module = "comfy_airlock._native")]
 pub struct Lane {
     pub inner: Arc<CallLane>,
-    side: Side,
+    pub(crate) side: Side,
     /// `(side, segment) -> mapping`, owned by the Python codec.
     #[pyo3(get)]
     mappings: Py<PyDict>,
@@ -103,6 +103,31 @@ impl Lane {
         Ok(())
     }
 
+    /// The value being encoded refers back to this peer region (a tensor passed on without a
+    /// copy): our release of it waits until the frame is sent.
+    fn pin_returned(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
+        self.inner.pin_returned(Region {
+            side: side_from(side)?,
+            segment,
+            offset,
+            len,
+        });
+        Ok(())
+    }
+
+    /// Sends one of our own regions again (a tensor the peer handed back, passed on): takes
+    /// one more hold for the peer, which its release drops.
+    fn hold_own(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
+        self.inner
+            .hold_own(Region {
+                side: side_from(side)?,
+                segment,
+                offset,
+                len,
+            })
+            .map_err(|e| ProtocolError::new_err(e.to_string()))
+    }
+
     /// Our last view of a peer region is gone. Safe from finalizers on any thread.
     fn release(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
         self.inner.release(Region {
@@ -145,4 +170,16 @@ impl Lane {
         d.set_item("peer_segments", s.peer_segments)?;
         Ok(d)
     }
+}
+
+/// Peer input this process refused since it started, by reason (`frame_too_large`,
+/// `truncated`, `malformed`, `protocol`, `bad_token`, `version_mismatch`, `wrong_lane`,
+/// `pid_mismatch`, `foreign_peer`, `forked_child`).
+#[pyfunction]
+pub fn rejections(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for (reason, n) in airlock_supervisor::rejections() {
+        d.set_item(reason.name(), n)?;
+    }
+    Ok(d)
 }

@@ -1,6 +1,8 @@
 //! `comfy_airlock._native`: the Rust core as seen from Python. Bindings only; every concept
 //! lives in the `airlock-*` crates.
 
+mod arbiter;
+mod call_watch;
 mod cli;
 mod convert;
 mod device;
@@ -9,6 +11,7 @@ mod errors;
 mod hooks;
 mod host;
 mod lane;
+mod sandbox;
 mod sink;
 mod worker;
 
@@ -18,14 +21,15 @@ use pyo3::prelude::*;
 mod _native {
     #[pymodule_export]
     use crate::errors::{
-        AirlockError, HandshakeError, ProtocolError, RemoteError, SpawnError, WorkerDied,
+        AirlockError, CallInterrupted, DeadlineExceeded, HandshakeError, ProtocolError,
+        RemoteError, SpawnError, WorkerDied,
     };
     #[pymodule_export]
     use crate::hooks::install_hooks;
     #[pymodule_export]
     use crate::host::Worker;
     #[pymodule_export]
-    use crate::lane::Lane;
+    use crate::lane::{Lane, rejections};
     #[pymodule_export]
     use crate::worker::{WorkerLink, connect};
 
@@ -42,11 +46,24 @@ mod _native {
 
     // The simulated GPU and the NVML reader (comfy_airlock.device wraps these).
     #[pymodule_export]
-    use crate::device::{Nvml, SimGpu, nvml_devices, nvml_memory};
+    use crate::device::{
+        DeviceMismatch, DeviceTruth, Nvml, SimGpu, host_ram, nvml_devices, nvml_memory,
+        resolve_device,
+    };
     #[pymodule_export]
     use crate::errors::{DeviceError, SimOutOfMemory};
     #[pymodule_export]
     const SIM_GPU_ENV: &str = airlock_device::SIM_GPU_ENV;
     #[pymodule_export]
     const NVML_LIBRARY_ENV: &str = airlock_device::NVML_LIBRARY_ENV;
+    #[pymodule_export]
+    const SIM_SEMANTICS_ENV: &str = airlock_device::SIM_SEMANTICS_ENV;
+
+    // The host's eviction arbiter (single-flight free-room decisions over worker models).
+    #[pymodule_export]
+    use crate::arbiter::{Arbiter, ArbiterError};
+
+    // The worker's optional Landlock sandbox (comfy_airlock.sandbox wraps these).
+    #[pymodule_export]
+    use crate::sandbox::{SandboxError, landlock_abi, sandbox_apply, sandbox_check};
 }

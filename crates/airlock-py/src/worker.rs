@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use airlock_shm::PoolConfig;
-use airlock_supervisor::{CallLane, ControlState, ModelHandler, WorkerIdentity};
+use airlock_supervisor::{CallLane, ControlState, ModelHandler, SignalPage, WorkerIdentity};
 use airlock_wire::{
     Message, ModelOp, ModelOutcome, RemoteException, Side, TOKEN_LEN, Token, Value,
 };
@@ -54,7 +54,9 @@ pub fn connect(
         .detach(|| airlock_supervisor::connect(&socket, token, &id, pool, host_gone))
         .map_err(|e| HandshakeError::new_err(format!("cannot connect to the host: {e}")))?;
     let lane_obj = Py::new(py, Lane::new(py, lane.clone(), Side::Worker))?;
+    let signal = adopt_signal_page()?;
     Ok(WorkerLink {
+        signal,
         lane,
         lane_obj,
         generation: control.generation(),
@@ -62,6 +64,18 @@ pub fn connect(
         name,
         current: AtomicU64::new(0),
     })
+}
+
+/// The interrupt page the host handed over on the descriptor named by `AIRLOCK_SIGNAL_FD`.
+fn adopt_signal_page() -> PyResult<Option<SignalPage>> {
+    let Ok(fd) = std::env::var("AIRLOCK_SIGNAL_FD") else {
+        return Ok(None);
+    };
+    let bad = |why: String| HandshakeError::new_err(format!("interrupt page (fd {fd}): {why}"));
+    let raw: i32 = fd.parse().map_err(|_| bad("not a descriptor".into()))?;
+    SignalPage::adopt_inherited(raw)
+        .map(Some)
+        .map_err(|e| bad(e.to_string()))
 }
 
 fn parse_token(hex: &str) -> PyResult<Token> {
@@ -90,6 +104,8 @@ pub struct WorkerLink {
     name: String,
     /// The id of the call running now; 0 between calls (ids start at 1).
     current: AtomicU64,
+    /// Where the host raises an interrupt for the running call.
+    signal: Option<SignalPage>,
 }
 
 #[pymethods]
@@ -97,6 +113,20 @@ impl WorkerLink {
     #[getter]
     fn lane<'py>(&self, py: Python<'py>) -> Bound<'py, Lane> {
         self.lane_obj.bind(py).clone()
+    }
+
+    /// True once if the host has asked the running call to stop (the flag is consumed). A
+    /// load of one atomic: cheap enough for every interruption check a node makes.
+    fn take_interrupt(&self) -> bool {
+        self.signal
+            .as_ref()
+            .is_some_and(|s| s.take(self.current.load(Ordering::Acquire)))
+    }
+
+    /// Whether a call is running now.
+    #[getter]
+    fn in_call(&self) -> bool {
+        self.current.load(Ordering::Acquire) != 0
     }
 
     /// Replaces the memory report that the control thread answers heartbeats with (plain
@@ -142,6 +172,50 @@ impl WorkerLink {
             .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))
     }
 
+    /// Asks the host `topic` (which must end in `?`) for the call running now and waits for
+    /// its answer on the call lane (the node's own thread reads it: the serve loop is inside
+    /// the call). A `{"error": message}` answer is raised as `AirlockError`.
+    fn ask<'py>(
+        &self,
+        py: Python<'py>,
+        topic: String,
+        payload: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if !topic.ends_with('?') {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "a question's topic ends in '?': {topic:?}"
+            )));
+        }
+        let id = self.current.load(Ordering::Acquire);
+        self.emit(py, topic.clone(), payload)?;
+        let lane = self.lane_obj.bind(py);
+        let l = self.lane.clone();
+        let got = py
+            .detach(move || l.recv())
+            .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))?;
+        match got {
+            Some(Message::Event {
+                id: aid,
+                topic: t,
+                payload,
+            }) if aid == id && t == topic => {
+                let answer = decode(py, lane, payload)?;
+                if let Ok(d) = answer.cast::<pyo3::types::PyDict>()
+                    && d.len() == 1
+                    && let Some(err) = d.get_item("error")?
+                {
+                    return Err(crate::errors::AirlockError::new_err(err.str()?.unbind()));
+                }
+                Ok(answer)
+            }
+            Some(other) => Err(ProtocolError::new_err(format!(
+                "expected the host's answer to '{topic}', got {}",
+                other.kind()
+            ))),
+            None => Err(ProtocolError::new_err("the host closed the call lane")),
+        }
+    }
+
     /// Runs calls until the host says stop or goes away: the worker's main loop, kept out of
     /// Python bytecode. `resolve(target)` returns the callable for `"module:qualname"` (cached
     /// here); `describe(exc, tb)` returns `(module, qualname, message, args, traceback)`.
@@ -159,7 +233,12 @@ impl WorkerLink {
                 .detach(move || l.recv())
                 .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))?;
             let (id, target, args, kwargs) = match msg {
-                None | Some(Message::Shutdown) => return Ok(()),
+                Some(Message::Shutdown) => return Ok(()),
+                None => {
+                    // The host is gone: so is anything this worker forked.
+                    airlock_supervisor::kill_forked_children();
+                    return Ok(());
+                }
                 Some(Message::Call {
                     id,
                     target,

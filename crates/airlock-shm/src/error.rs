@@ -9,8 +9,16 @@ pub enum ShmError {
     SizeMismatch { announced: u64, actual: u64 },
     #[error("no region at offset {offset} of segment {segment} is leased")]
     UnknownRegion { segment: u32, offset: u64 },
-    #[error("allocation of {len} bytes exceeds the pool limit of {limit} bytes")]
-    PoolLimit { len: u64, limit: u64 },
+    #[error(
+        "shared-memory pool '{pool}' is full: {len} more bytes requested, {in_use} of its \
+         {limit} bytes in segments are taken (AIRLOCK_SHM_LIMIT_MIB sets the limit)"
+    )]
+    PoolLimit {
+        len: u64,
+        limit: u64,
+        in_use: u64,
+        pool: String,
+    },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

@@ -22,13 +22,30 @@ pub struct PoolConfig {
     pub limit: u64,
 }
 
+/// The environment variable that caps each side's pool, in MiB (default 64 GiB): for hosts
+/// and containers with less memory to lend, and for tests that fill the pool. Read when a pool
+/// is configured (a worker spawn, a worker's connect); a value that is not a positive integer
+/// is ignored.
+pub const LIMIT_ENV: &str = "AIRLOCK_SHM_LIMIT_MIB";
+
+const DEFAULT_LIMIT: u64 = 64 << 30;
+
+fn limit_from_env() -> u64 {
+    std::env::var(LIMIT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&mib| mib > 0)
+        .and_then(|mib| mib.checked_mul(1 << 20))
+        .unwrap_or(DEFAULT_LIMIT)
+}
+
 impl Default for PoolConfig {
     fn default() -> Self {
         PoolConfig {
             name: "airlock".into(),
             min_segment: 32 << 20,
             keep_idle: 2 << 30,
-            limit: 64 << 30,
+            limit: limit_from_env(),
         }
     }
 }
@@ -189,6 +206,8 @@ impl Pool {
                 return Err(ShmError::PoolLimit {
                     len,
                     limit: self.config.limit,
+                    in_use: total,
+                    pool: self.config.name.clone(),
                 });
             }
         }
@@ -207,6 +226,14 @@ impl Pool {
             },
         );
         Ok(id)
+    }
+
+    /// The length of the leased region at `(segment, offset)`, if it is leased.
+    pub fn lease_len(&self, segment: u32, offset: u64) -> Option<u64> {
+        self.slots
+            .get(&segment)
+            .and_then(|s| s.leased.get(&offset))
+            .map(|&(len, _)| len)
     }
 
     /// Adds a hold on a leased region (a local view, or a second reference sent to the peer).
@@ -246,9 +273,22 @@ impl Pool {
 
     /// Frees every lease at once: the peer is gone, and its holds with it.
     pub fn release_all(&mut self) {
-        for slot in self.slots.values_mut() {
-            let leased: Vec<(u64, u64)> = slot.leased.drain().map(|(o, (l, _))| (o, l)).collect();
-            for (o, l) in leased {
+        self.release_all_except(&[]);
+    }
+
+    /// Frees every lease but those at `keep` (`(segment, offset)`): the peer is gone, and its
+    /// holds with it, but a lease we have not sent yet is still ours, and may be being filled
+    /// at this moment (its segment must stay mapped).
+    pub fn release_all_except(&mut self, keep: &[(u32, u64)]) {
+        for (&id, slot) in self.slots.iter_mut() {
+            let gone: Vec<(u64, u64)> = slot
+                .leased
+                .iter()
+                .filter(|&(&o, _)| !keep.contains(&(id, o)))
+                .map(|(&o, &(l, _))| (o, l))
+                .collect();
+            for (o, l) in gone {
+                slot.leased.remove(&o);
                 slot.give_back(o, l);
             }
         }
@@ -431,5 +471,30 @@ mod tests {
         assert_eq!(p.stats().leased_regions, 0);
         let again = p.alloc(4 << 20).unwrap();
         assert_eq!(again.created, None, "coalesced back into one free range");
+    }
+
+    #[test]
+    fn release_all_keeps_leases_not_yet_sent_and_their_segment() {
+        // keep_idle 0: any idle segment would be retired (unmapped) at once.
+        let mut p = Pool::new(PoolConfig {
+            name: "airlock-test".into(),
+            min_segment: 4 << 20,
+            keep_idle: 0,
+            limit: 64 << 20,
+        });
+        let sent = p.alloc(100).unwrap().lease;
+        let filling = p.alloc(8 << 20).unwrap().lease;
+        p.release_all_except(&[(filling.segment, filling.offset)]);
+        assert_eq!(p.stats().leased_regions, 1);
+        assert!(
+            p.region_ptr(filling.segment, filling.offset, 8 << 20)
+                .is_ok()
+        );
+        assert!(
+            p.release(sent.segment, sent.offset).is_err(),
+            "already freed"
+        );
+        p.release(filling.segment, filling.offset).unwrap();
+        assert_eq!(p.stats().segments, 0, "idle at last, and retired");
     }
 }

@@ -3,6 +3,7 @@
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use airlock_shm::PoolConfig;
 use airlock_wire::{Hello, Lane, Message, PROTOCOL_VERSION, Side, Token};
@@ -56,10 +57,18 @@ pub fn connect(
     };
     // Both hellos go out before either welcome is awaited: the host welcomes a worker only
     // once both of its lanes are in.
-    let call = open(Lane::Call)?;
-    let control = open(Lane::Control)?;
-    let (generation, name) = welcome(&call)?;
-    welcome(&control)?;
+    let handshake = || -> Result<_, LaneError> {
+        let call = open(Lane::Call)?;
+        let control = open(Lane::Control)?;
+        let (generation, name) = welcome(&call)?;
+        welcome(&control)?;
+        Ok((call, control, generation, name))
+    };
+    let (call, control, generation, name) = handshake().inspect_err(|e| {
+        if host_may_be_gone(e) {
+            abandon_handshake(socket);
+        }
+    })?;
     let control = ControlLane::from_framed(control);
     let state = Arc::new(ControlState::new(generation));
     let served = state.clone();
@@ -71,6 +80,46 @@ pub fn connect(
         state,
         name,
     ))
+}
+
+/// For a worker whose handshake cannot happen because the host may have gone (the socket
+/// refused us or closed, or the token never came): if the host died, its socket directory,
+/// which only the host removes, would outlive it. The directory is named
+/// `airlock-<host pid>-<random>`, and the host starts its workers directly, so the host is
+/// gone exactly when that pid is no longer our parent. A killed process closes its descriptors
+/// (our connect fails) a moment before the kernel reparents its children, so this waits up to
+/// [`REPARENT_WAIT`] for that; if the host is still our parent then, it is alive and removes
+/// its own directory.
+pub fn abandon_handshake(socket: &Path) {
+    let Some(dir) = socket.parent() else {
+        return;
+    };
+    let Some(host) = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("airlock-"))
+        .and_then(|rest| rest.split('-').next())
+        .and_then(|pid| pid.parse::<i32>().ok())
+    else {
+        return;
+    };
+    let deadline = Instant::now() + REPARENT_WAIT;
+    while rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get()) == host {
+        if Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = std::fs::remove_file(socket);
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// How long [`abandon_handshake`] waits for a dying host to let go of its children.
+pub const REPARENT_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether a failed handshake may mean the host is gone (rather than that it refused us).
+fn host_may_be_gone(e: &LaneError) -> bool {
+    matches!(e, LaneError::Io(_) | LaneError::Closed)
 }
 
 fn serve_control(control: ControlLane, state: &ControlState, host_gone: fn()) {
@@ -101,5 +150,19 @@ fn serve_control(control: ControlLane, state: &ControlState, host_gone: fn()) {
             break;
         }
     }
+    kill_forked_children();
     host_gone();
+}
+
+/// The host is gone, so nobody will kill this worker's process group: what the pack forked
+/// (a lingering helper, a pool worker) is killed here, before we exit. Only when this process
+/// leads its own group, as the host's spawn arranges; a worker started some other way never
+/// signals a group it does not own. The signal reaches us too, which ends us as surely as
+/// `host_gone` would. The control thread calls it when its lane ends; a worker's call loop
+/// that finds the host gone first should call it too.
+pub fn kill_forked_children() {
+    let me = rustix::process::getpid();
+    if rustix::process::getpgrp() == me {
+        let _ = rustix::process::kill_process_group(me, rustix::process::Signal::KILL);
+    }
 }

@@ -26,6 +26,8 @@ pub enum LaneError {
 pub enum SpawnError {
     #[error("cannot prepare the private socket directory: {0}")]
     SocketDir(io::Error),
+    #[error("cannot create the worker's private temp directory: {0}")]
+    TmpDir(io::Error),
     #[error("cannot start `{python}`: {source}")]
     Exec { python: String, source: io::Error },
     #[error("worker exited before connecting ({status}){}", tail_text(.stderr_tail))]
@@ -48,7 +50,8 @@ pub enum SpawnError {
 /// A worker died while the host was waiting on it.
 #[derive(Debug, Error, Clone)]
 #[error(
-    "worker '{name}' (pid {pid}, generation {generation}) died during {during}: {status}{}",
+    "worker '{name}' (pid {pid}, generation {generation}) died during {during}: {status}{}{}",
+    verdict_text(.verdict),
     tail_text(.stderr_tail)
 )]
 pub struct WorkerDied {
@@ -57,7 +60,16 @@ pub struct WorkerDied {
     pub generation: u64,
     pub during: String,
     pub status: ExitDescription,
+    /// Why the supervisor killed it, when it did (e.g. "declared hung: …").
+    pub verdict: Option<String>,
     pub stderr_tail: Vec<String>,
+}
+
+fn verdict_text(verdict: &Option<String>) -> String {
+    verdict
+        .as_ref()
+        .map(|v| format!(" ({v})"))
+        .unwrap_or_default()
 }
 
 fn tail_text(lines: &[String]) -> String {

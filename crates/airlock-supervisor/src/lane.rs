@@ -1,15 +1,25 @@
 //! The two lanes of a worker connection, usable from any thread.
+//!
+//! A lane belongs to the process that opened it. A child forked by a pack inherits the socket
+//! and a copy of the pool's bookkeeping; if it wrote a frame, or leased and filled a region of
+//! the shared segments, it would corrupt the parent's exchange (a second reply, bytes
+//! overwritten under the host). So every send, receive and lease checks the pid first, and a
+//! forked child gets an error instead (counted as a [`Rejection::ForkedChild`]).
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use airlock_shm::{PoolConfig, PoolStats, borrow_all, recv_with_fds, send_with_fds};
+use airlock_shm::{
+    PoolConfig, PoolStats, borrow_all, recv_with_fds, send_with_fds, try_recv_with_fds,
+};
 use airlock_wire::{FrameDecoder, Message, Region, Side, encode_frame};
+use rustix::event::{PollFd, PollFlags};
 
 use crate::error::LaneError;
+use crate::rejections::{self, Rejection};
 use crate::shm_state::ShmState;
 
 const READ_CHUNK: usize = 64 << 10;
@@ -19,12 +29,16 @@ pub(crate) struct Framed {
     sock: UnixStream,
     reader: Mutex<Reader>,
     writer: Mutex<Vec<u8>>,
+    /// The process that opened the connection; nobody else may use it.
+    owner: u32,
 }
 
 struct Reader {
     decoder: FrameDecoder,
     fds: VecDeque<OwnedFd>,
     eof: bool,
+    /// A message taken out by [`Framed::absorb_ready`] that was not bookkeeping.
+    held: Option<Message>,
 }
 
 impl Framed {
@@ -35,13 +49,29 @@ impl Framed {
                 decoder: FrameDecoder::new(),
                 fds: VecDeque::new(),
                 eof: false,
+                held: None,
             }),
             writer: Mutex::new(Vec::with_capacity(4096)),
+            owner: std::process::id(),
         }
+    }
+
+    /// Refuses use from a process that inherited the socket by fork.
+    fn check_owner(&self) -> Result<(), LaneError> {
+        let me = std::process::id();
+        if me == self.owner {
+            return Ok(());
+        }
+        rejections::count(Rejection::ForkedChild);
+        Err(LaneError::Protocol(format!(
+            "this connection belongs to pid {}; pid {me}, a child it forked, may not use it",
+            self.owner
+        )))
     }
 
     /// Writes `msgs` as consecutive frames; `fds` ride on the first byte.
     pub fn send(&self, msgs: &[&Message], fds: &[OwnedFd]) -> Result<(), LaneError> {
+        self.check_owner()?;
         let mut buf = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         buf.clear();
         for m in msgs {
@@ -62,11 +92,26 @@ impl Framed {
     /// `absorb` hands back. `Ok(None)` at a clean end of stream.
     pub fn recv(
         &self,
-        mut absorb: impl FnMut(Message, &mut VecDeque<OwnedFd>) -> Result<Option<Message>, LaneError>,
+        absorb: impl FnMut(Message, &mut VecDeque<OwnedFd>) -> Result<Option<Message>, LaneError>,
     ) -> Result<Option<Message>, LaneError> {
+        self.recv_until(absorb, None)
+    }
+
+    /// [`Framed::recv`] that gives up at `deadline` with an error of kind `TimedOut`; a frame
+    /// half read by then stays in the decoder for the next call.
+    pub fn recv_until(
+        &self,
+        mut absorb: impl FnMut(Message, &mut VecDeque<OwnedFd>) -> Result<Option<Message>, LaneError>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Message>, LaneError> {
+        self.check_owner()?;
         let mut r = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         let r = &mut *r;
-        loop {
+        // Whatever the peer sent that we refuse is counted on the way out.
+        if let Some(msg) = r.held.take() {
+            return Ok(Some(msg));
+        }
+        let got = (|| loop {
             if let Some(msg) = r.decoder.next_message()? {
                 if let Some(msg) = absorb(msg, &mut r.fds)? {
                     return Ok(Some(msg));
@@ -77,17 +122,79 @@ impl Framed {
                 r.decoder.finish()?;
                 return Ok(None);
             }
-            self.fill(r)?;
+            if let Some(deadline) = deadline {
+                // Most answers are already there: read first, poll only when it would block.
+                if self.fill(r, false)? {
+                    continue;
+                }
+                if !self.readable_before(deadline)? {
+                    return Err(LaneError::Io(std::io::ErrorKind::TimedOut.into()));
+                }
+            }
+            self.fill(r, true)?;
+        })();
+        if let Err(e) = &got {
+            rejections::count_lane(e);
+        }
+        got
+    }
+
+    /// Applies the bookkeeping frames already buffered (releases that came right behind a
+    /// reply), without reading the socket; the first other message is kept for the next
+    /// `recv`. Skipped when another thread is reading.
+    pub fn absorb_ready(
+        &self,
+        mut absorb: impl FnMut(Message, &mut VecDeque<OwnedFd>) -> Result<Option<Message>, LaneError>,
+    ) -> Result<(), LaneError> {
+        let Ok(mut r) = self.reader.try_lock() else {
+            return Ok(());
+        };
+        let r = &mut *r;
+        while r.held.is_none() {
+            let Some(msg) = r.decoder.next_message()? else {
+                break;
+            };
+            r.held = absorb(msg, &mut r.fds)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until the socket has something to read (or is closed), or `deadline` passes.
+    fn readable_before(&self, deadline: Instant) -> Result<bool, LaneError> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ts = rustix::event::Timespec {
+                tv_sec: left.as_secs() as i64,
+                tv_nsec: left.subsec_nanos() as i64,
+            };
+            let mut fds = [PollFd::new(&self.sock, PollFlags::IN)];
+            match rustix::event::poll(&mut fds, Some(&ts)) {
+                Ok(0) if left.is_zero() => return Ok(false),
+                Ok(0) => continue,
+                Ok(_) => return Ok(true),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(LaneError::Io(e.into())),
+            }
         }
     }
 
-    /// One read from the socket into the decoder.
-    fn fill(&self, r: &mut Reader) -> Result<(), LaneError> {
+    /// One read from the socket into the decoder; without `wait`, false (and nothing read) if
+    /// the socket has nothing yet.
+    fn fill(&self, r: &mut Reader, wait: bool) -> Result<bool, LaneError> {
         let spare = r.decoder.spare(READ_CHUNK);
         let spare_len = spare.len();
         let mut fds = Vec::new();
-        let n = match recv_with_fds(self.sock.as_fd(), spare, &mut fds) {
-            Ok(n) => n,
+        let got = if wait {
+            recv_with_fds(self.sock.as_fd(), spare, &mut fds).map(Some)
+        } else {
+            try_recv_with_fds(self.sock.as_fd(), spare, &mut fds)
+        };
+        let n = match got {
+            Ok(Some(n)) => n,
+            Ok(None) => {
+                r.decoder.commit(0, spare_len);
+                return Ok(false);
+            }
             // Our own shutdown after the peer died looks like a reset; either way, the end.
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => 0,
             Err(e) => return Err(e.into()),
@@ -100,7 +207,7 @@ impl Framed {
         if n == 0 {
             r.eof = true;
         }
-        Ok(())
+        Ok(true)
     }
 
     pub fn shutdown(&self) {
@@ -139,17 +246,23 @@ impl CallLane {
 
     /// Sends `msg`, preceded by whatever is owed to the peer.
     pub fn send(&self, msg: &Message) -> Result<(), LaneError> {
-        let owed = {
+        let (owed, trailing) = {
             let mut shm = self.shm();
-            if !shm.has_owed() {
+            let trailing = shm.take_deferred();
+            if !shm.has_owed() && trailing.is_none() {
                 drop(shm);
-                return self.framed.send(&[msg], &[]);
+                self.framed.send(&[msg], &[])?;
+                self.shm().mark_sent();
+                return Ok(());
             }
-            shm.take_owed()?
+            (shm.take_owed()?, trailing)
         };
         let mut msgs: Vec<&Message> = owed.frames.iter().collect();
         msgs.push(msg);
-        self.framed.send(&msgs, &owed.fds)
+        msgs.extend(trailing.as_ref());
+        self.framed.send(&msgs, &owed.fds)?;
+        self.shm().mark_sent();
+        Ok(())
     }
 
     /// The next call, reply or error from the peer; bookkeeping frames are applied on the way.
@@ -157,8 +270,18 @@ impl CallLane {
         self.framed.recv(|m, fds| self.shm().absorb(m, fds))
     }
 
+    /// [`CallLane::recv`] that gives up at `deadline` with an error of kind `TimedOut`.
+    pub fn recv_until(&self, deadline: Instant) -> Result<Option<Message>, LaneError> {
+        self.framed
+            .recv_until(|m, fds| self.shm().absorb(m, fds), Some(deadline))
+    }
+
     /// Leases `len` bytes of our pool for a value about to be sent.
     pub fn alloc(&self, len: u64) -> Result<Region, LaneError> {
+        self.framed.check_owner()?;
+        // Releases that arrived behind the last reply may free the very region we want.
+        self.framed
+            .absorb_ready(|m, fds| self.shm().absorb(m, fds))?;
         self.shm().alloc(len)
     }
 
@@ -168,6 +291,7 @@ impl CallLane {
     /// # Safety
     /// `src` must be readable for `len` bytes for the whole call.
     pub unsafe fn write(&self, region: Region, src: *const u8, len: u64) -> Result<(), LaneError> {
+        self.framed.check_owner()?;
         let dst = self.shm().region_ptr(region, len)?;
         // SAFETY: `dst` points into our mapping of a leased region at least `len` long;
         // the caller vouches for `src`.
@@ -183,6 +307,22 @@ impl CallLane {
     /// We dropped our last view of a peer region; the peer may reuse it.
     pub fn release(&self, region: Region) {
         self.shm().queue_release(region)
+    }
+
+    /// Marks a peer region referenced in the frame being encoded: our release of it is held
+    /// back until that frame is sent.
+    pub fn pin_returned(&self, region: Region) {
+        self.shm().pin_returned(region)
+    }
+
+    /// One more hold on our own `region`, about to be sent again without a copy.
+    pub fn hold_own(&self, region: Region) -> Result<(), LaneError> {
+        self.shm().hold_own(region)
+    }
+
+    /// Holds one of our own regions that the peer referenced back (released by `release`).
+    pub fn acquire_returned(&self, region: Region) -> Result<(), LaneError> {
+        self.shm().acquire_returned(region)
     }
 
     pub fn segment_fd(&self, side: Side, id: u32) -> Result<(OwnedFd, u64), LaneError> {

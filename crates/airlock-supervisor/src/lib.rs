@@ -15,18 +15,27 @@
 mod connect;
 mod control;
 mod error;
+mod escalation;
 mod exit;
 mod lane;
+mod liveness;
 mod output;
+mod private_tmp;
 mod process;
+mod rejections;
 mod shm_state;
+mod signal_page;
 mod spawn;
 
-pub use connect::{WorkerIdentity, connect};
+pub use connect::{WorkerIdentity, abandon_handshake, connect, kill_forked_children};
 pub use control::{ControlState, ModelHandler};
 pub use error::{LaneError, SpawnError, WorkerDied};
+pub use escalation::{Escalation, InterruptPolicy, Step};
 pub use exit::ExitDescription;
 pub use lane::{CallLane, ControlLane, LaneStats};
+pub use liveness::Liveness;
 pub use output::{OutputSink, Stream};
 pub use process::WorkerProcess;
+pub use rejections::{Rejection, rejections};
+pub use signal_page::{SIGNAL_FD, SignalPage};
 pub use spawn::WorkerSpec;

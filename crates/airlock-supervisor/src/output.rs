@@ -1,5 +1,9 @@
 //! Worker output: stdout, stderr and logging records, each on its own pipe and thread, so a
 //! chatty worker never slows the call lane.
+//!
+//! Output is the worker's to choose, bytes and all: lines are decoded lossily, and a line is
+//! forwarded up to [`MAX_LINE`] bytes, the rest of it dropped (and said so), so a worker that
+//! writes without newlines cannot make the host buffer without bound.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
@@ -24,6 +28,41 @@ pub trait OutputSink: Send + Sync {
 }
 
 const TAIL_LINES: usize = 20;
+
+/// Longest line forwarded, in bytes.
+pub const MAX_LINE: usize = 64 << 10;
+
+/// Reads one line into `raw` (at most [`MAX_LINE`] bytes of it); returns how many bytes of a
+/// longer line were skipped, or `None` at the end of the pipe.
+fn read_line(reader: &mut impl BufRead, raw: &mut Vec<u8>) -> std::io::Result<Option<usize>> {
+    raw.clear();
+    let n = reader
+        .by_ref()
+        .take(MAX_LINE as u64)
+        .read_until(b'\n', raw)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if n < MAX_LINE || raw.last() == Some(&b'\n') {
+        return Ok(Some(0));
+    }
+    let mut dropped = 0;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        if let Some(i) = buf.iter().position(|&b| b == b'\n') {
+            dropped += i;
+            reader.consume(i + 1);
+            break;
+        }
+        let l = buf.len();
+        dropped += l;
+        reader.consume(l);
+    }
+    Ok(Some(dropped))
+}
 
 /// The last lines of a worker's stderr, for crash reports.
 #[derive(Default)]
@@ -71,14 +110,13 @@ pub(crate) fn forward(
         .spawn(move || {
             let mut reader = BufReader::new(pipe);
             let mut raw = Vec::new();
-            loop {
-                raw.clear();
-                match reader.read_until(b'\n', &mut raw) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
+            while let Ok(Some(dropped)) = read_line(&mut reader, &mut raw) {
                 let text = String::from_utf8_lossy(&raw);
-                let line = text.trim_end_matches(['\n', '\r']);
+                let mut line = text.trim_end_matches(['\n', '\r']).to_owned();
+                if dropped > 0 {
+                    line.push_str(&format!(" [... {dropped} more bytes of this line dropped]"));
+                }
+                let line = line.as_str();
                 if let Some(t) = &tail {
                     t.push(line);
                 }
@@ -120,6 +158,22 @@ fn parse_record(line: &str) -> (Stream, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_lines_are_cut_and_the_next_line_is_intact() {
+        let mut input = vec![b'x'; MAX_LINE * 3 + 5];
+        input.extend_from_slice(b"\nnext\n");
+        input.extend_from_slice(&[0xff; 10]); // no newline before the end
+        let mut r = BufReader::with_capacity(1000, &input[..]);
+        let mut raw = Vec::new();
+        assert_eq!(read_line(&mut r, &mut raw).unwrap(), Some(MAX_LINE * 2 + 5));
+        assert_eq!(raw.len(), MAX_LINE);
+        assert_eq!(read_line(&mut r, &mut raw).unwrap(), Some(0));
+        assert_eq!(raw, b"next\n");
+        assert_eq!(read_line(&mut r, &mut raw).unwrap(), Some(0));
+        assert_eq!(raw, [0xff; 10]);
+        assert_eq!(read_line(&mut r, &mut raw).unwrap(), None);
+    }
 
     #[test]
     fn records_parse_and_garbage_falls_back_to_stderr() {

@@ -14,20 +14,23 @@ use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
 use crate::error::{LaneError, SpawnError, WorkerDied};
 use crate::exit::ExitDescription;
 use crate::lane::{CallLane, ControlLane, Framed, recv_one};
+use crate::liveness::{Heard, Watched, watch};
 use crate::output::{OutputSink, Stream, Tail, forward};
+use crate::private_tmp::PrivateTmp;
+use crate::signal_page::{SIGNAL_FD, SignalPage};
 use crate::spawn::{SocketDir, WorkerSpec, hex};
 
 /// The fd on which a worker writes its logging records.
 pub const LOG_FD: i32 = 3;
 
 #[derive(Default)]
-struct ExitState {
+pub(crate) struct ExitState {
     status: Mutex<Option<ExitDescription>>,
     changed: Condvar,
 }
 
 impl ExitState {
-    fn wait(&self, timeout: Duration) -> Option<ExitDescription> {
+    pub fn wait(&self, timeout: Duration) -> Option<ExitDescription> {
         let g = self.status.lock().unwrap_or_else(|p| p.into_inner());
         let (g, _) = self
             .changed
@@ -50,7 +53,9 @@ pub struct WorkerProcess {
     hello: Hello,
     /// One control request in flight at a time, so that concurrent callers never take each
     /// other's answer; holds the last sequence number.
-    requests: Mutex<u64>,
+    requests: Arc<Mutex<u64>>,
+    heard: Arc<Heard>,
+    signal: SignalPage,
 }
 
 impl WorkerProcess {
@@ -61,6 +66,7 @@ impl WorkerProcess {
         sink: Arc<dyn OutputSink>,
     ) -> Result<WorkerProcess, SpawnError> {
         let sockdir = SocketDir::create()?;
+        let tmp = PrivateTmp::create().map_err(SpawnError::TmpDir)?;
         let mut token = [0u8; airlock_wire::TOKEN_LEN];
         rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty())
             .map_err(|e| SpawnError::SocketDir(e.into()))?;
@@ -68,13 +74,18 @@ impl WorkerProcess {
 
         let (log_r, log_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| SpawnError::SocketDir(e.into()))?;
+        let signal = SignalPage::create().map_err(SpawnError::SocketDir)?;
+        let signal_raw = signal.fd().expect("the host's page has its fd").as_raw_fd();
         let mut cmd = Command::new(&spec.python);
         cmd.args(&spec.args)
             .env_clear()
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .env("AIRLOCK_SOCKET", &sockdir.socket)
             .env("AIRLOCK_NAME", &spec.name)
+            .env("TMPDIR", &tmp.path)
+            .env("XDG_RUNTIME_DIR", &tmp.path)
             .env("AIRLOCK_LOG_FD", LOG_FD.to_string())
+            .env("AIRLOCK_SIGNAL_FD", SIGNAL_FD.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -86,13 +97,15 @@ impl WorkerProcess {
         // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
-                if log_raw == LOG_FD {
-                    let flags = libc::fcntl(LOG_FD, libc::F_GETFD);
-                    libc::fcntl(LOG_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-                } else if libc::dup2(log_raw, LOG_FD) < 0 {
+                // Both move above the targets first, so neither dup2 clobbers the other's
+                // source.
+                let log = libc::fcntl(log_raw, libc::F_DUPFD_CLOEXEC, 16);
+                let sig = libc::fcntl(signal_raw, libc::F_DUPFD_CLOEXEC, 16);
+                if log < 0 || sig < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                Ok(())
+                inherit_as(log, LOG_FD)?;
+                inherit_as(sig, SIGNAL_FD)
             });
         }
         let mut child = cmd.spawn().map_err(|source| SpawnError::Exec {
@@ -169,6 +182,7 @@ impl WorkerProcess {
                         }
                     }
                     Accept::Failed(e) => {
+                        crate::rejections::count_spawn(&e);
                         let _ = reap(&pidfd);
                         e
                     }
@@ -189,12 +203,30 @@ impl WorkerProcess {
         }
 
         let exit = Arc::new(ExitState::default());
+        let requests = Arc::new(Mutex::new(0));
+        let heard = Arc::new(Heard::new());
+        if let Some(cfg) = spec.liveness {
+            watch(
+                Watched {
+                    name: spec.name.clone(),
+                    control: control.clone(),
+                    requests: requests.clone(),
+                    exit: exit.clone(),
+                    pidfd: pidfd.clone(),
+                    pid,
+                    heard: heard.clone(),
+                },
+                cfg,
+            );
+        }
         start_reaper(
             &spec.name,
             pidfd.clone(),
             exit.clone(),
             call.clone(),
             control.clone(),
+            tmp,
+            pid,
         );
         Ok(WorkerProcess {
             name: spec.name.clone(),
@@ -206,7 +238,9 @@ impl WorkerProcess {
             exit,
             stderr_tail,
             hello,
-            requests: Mutex::new(0),
+            requests,
+            heard,
+            signal,
         })
     }
 
@@ -304,8 +338,11 @@ impl WorkerProcess {
                 return Err(LaneError::Io(std::io::ErrorKind::TimedOut.into()));
             }
             match self.control.recv_timeout(left)? {
-                Some(m) if answer_seq(&m) == Some(seq) => return Ok(m),
-                Some(_) => continue,
+                Some(m) if answer_seq(&m) == Some(seq) => {
+                    self.heard.now();
+                    return Ok(m);
+                }
+                Some(_) => self.heard.now(),
                 None => return Err(LaneError::Closed),
             }
         }
@@ -324,8 +361,30 @@ impl WorkerProcess {
             generation: self.generation,
             during: during.to_owned(),
             status,
+            verdict: self.heard.verdict(),
             stderr_tail: self.stderr_tail.snapshot(Duration::from_millis(50)),
         }
+    }
+
+    /// Why the supervisor killed this worker, if it did (e.g. it was declared hung).
+    pub fn verdict(&self) -> Option<String> {
+        self.heard.verdict()
+    }
+
+    /// Raises the interrupt flag for call `id`: the node stops at its next interruption check.
+    pub fn interrupt(&self, id: u64) {
+        self.signal.raise(id);
+    }
+
+    /// Withdraws an interrupt for call `id` that the worker did not consume.
+    pub fn clear_interrupt(&self, id: u64) {
+        self.signal.clear(id);
+    }
+
+    /// SIGINT to the worker alone (not its children): Python raises in the running node at its
+    /// next bytecode.
+    pub fn signal_interrupt(&self) {
+        let _ = rustix::process::pidfd_send_signal(self.pidfd.as_ref(), Signal::INT);
     }
 
     /// Asks the worker to finish and exit; kills its process group if it has not exited
@@ -479,6 +538,16 @@ fn accept_lanes(
     }
 }
 
+/// Makes `fd` (≥ 16, close-on-exec) available to the exec'd program as `target`; runs between
+/// fork and exec.
+fn inherit_as(fd: i32, target: i32) -> std::io::Result<()> {
+    // SAFETY: dup2 is async-signal-safe; dup2 clears close-on-exec on the target.
+    if unsafe { libc::dup2(fd, target) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Blocks until the process behind `pidfd` exits and says how.
 fn reap(pidfd: &OwnedFd) -> ExitDescription {
     loop {
@@ -504,9 +573,18 @@ fn start_reaper(
     exit: Arc<ExitState>,
     call: Arc<CallLane>,
     control: Arc<ControlLane>,
+    tmp: PrivateTmp,
+    pid: i32,
 ) {
     let run = move || {
         let status = reap(&pidfd);
+        // What the worker forked dies with it (its group is the worker's pid), not when the
+        // host next drops the process.
+        if let Some(p) = Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process_group(p, Signal::KILL);
+        }
+        // Gone before anyone hears of the exit: a stopped worker has no temp files left.
+        drop(tmp);
         // Wake anyone blocked on a lane; they will find the status set.
         *exit.status.lock().unwrap_or_else(|p| p.into_inner()) = Some(status);
         call.shutdown();

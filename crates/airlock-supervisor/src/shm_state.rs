@@ -17,6 +17,12 @@ pub(crate) struct ShmState {
     releases: Vec<Region>,
     /// Mappings the Python layer must drop: our retired segments and the peer's.
     unmapped: Vec<(Side, u32)>,
+    /// Our leases not yet sent: being filled now, so the peer's death must not free them.
+    unsent: Vec<(u32, u64)>,
+    /// Peer regions referenced back in the frame being encoded: a release of one waits until
+    /// that frame is out, so the owner takes its hold before ours goes.
+    returning: Vec<Region>,
+    deferred: Vec<Region>,
 }
 
 /// Frames owed to the peer, with the fds that ride on the announcements.
@@ -34,6 +40,9 @@ impl ShmState {
             announce: Vec::new(),
             releases: Vec::new(),
             unmapped: Vec::new(),
+            unsent: Vec::new(),
+            returning: Vec::new(),
+            deferred: Vec::new(),
         }
     }
 
@@ -49,6 +58,7 @@ impl ShmState {
         if let Some(id) = a.created {
             self.announce.push(id);
         }
+        self.unsent.push((a.lease.segment, a.lease.offset));
         Ok(Region {
             side: self.side,
             segment: a.lease.segment,
@@ -60,7 +70,34 @@ impl ShmState {
     /// Gives back an allocation that was never sent (encoding failed half way).
     pub fn unalloc(&mut self, region: Region) {
         if region.side == self.side {
+            self.unsent
+                .retain(|&l| l != (region.segment, region.offset));
             let _ = self.pool.release(region.segment, region.offset);
+        }
+    }
+
+    /// A frame went out: every lease allocated before it is the peer's to release now.
+    pub fn mark_sent(&mut self) {
+        self.unsent.clear();
+        self.returning.clear();
+        self.releases.append(&mut self.deferred);
+    }
+
+    /// Releases of regions the frame being sent refers back to: they travel right behind it,
+    /// in the same write, so the owner holds each region for its new view before ours goes.
+    pub fn take_deferred(&mut self) -> Option<Message> {
+        if self.deferred.is_empty() {
+            return None;
+        }
+        Some(Message::Release {
+            regions: std::mem::take(&mut self.deferred),
+        })
+    }
+
+    /// The frame being encoded refers back to the peer's `region` (a tensor passed on).
+    pub fn pin_returned(&mut self, region: Region) {
+        if region.side != self.side {
+            self.returning.push(region);
         }
     }
 
@@ -78,7 +115,40 @@ impl ShmState {
 
     pub fn queue_release(&mut self, region: Region) {
         if region.side != self.side {
-            self.releases.push(region);
+            if self.returning.contains(&region) {
+                self.deferred.push(region);
+            } else {
+                self.releases.push(region);
+            }
+        } else {
+            // A view of one of our own regions that the peer handed back (see
+            // `acquire_returned`): its hold is ours, dropped here.
+            let _ = self.pool.release(region.segment, region.offset);
+        }
+    }
+
+    /// We send one of our own regions again (a tensor the peer handed back, passed on): one
+    /// more hold, which the peer's release will drop, and no copy.
+    pub fn hold_own(&mut self, region: Region) -> Result<(), LaneError> {
+        self.acquire_returned(region)
+    }
+
+    /// The peer sent back a reference to one of our regions (a tensor we gave it, passed on
+    /// unchanged): we hold it for the view we are about to make. Anything but a region we
+    /// leased, at least as long as claimed, is the peer's error.
+    pub fn acquire_returned(&mut self, region: Region) -> Result<(), LaneError> {
+        let leased = (region.side == self.side)
+            .then(|| self.pool.lease_len(region.segment, region.offset))
+            .flatten();
+        match leased {
+            Some(len) if len >= region.len => {
+                self.pool.acquire(region.segment, region.offset)?;
+                Ok(())
+            }
+            _ => Err(LaneError::Protocol(format!(
+                "the peer referenced a region of ours it does not hold (segment {}, offset {})",
+                region.segment, region.offset
+            ))),
         }
     }
 
@@ -170,9 +240,11 @@ impl ShmState {
         std::mem::take(&mut self.unmapped)
     }
 
-    /// The peer is gone: its holds on our regions with it.
+    /// The peer is gone: its holds on our regions with it. Leases not yet sent stay: the
+    /// encoder may be copying into one right now (its segment must stay mapped), and the send
+    /// that follows fails and reports the death.
     pub fn peer_gone(&mut self) {
-        self.pool.release_all();
+        self.pool.release_all_except(&self.unsent);
         self.releases.clear();
     }
 
@@ -182,5 +254,64 @@ impl ShmState {
 
     pub fn peer_segments(&self) -> usize {
         self.peer.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> ShmState {
+        ShmState::new(Side::Host, PoolConfig::default())
+    }
+
+    #[test]
+    fn a_reference_back_is_held_only_for_a_region_we_leased() {
+        let mut s = state();
+        let r = s.alloc(4096).unwrap();
+        s.mark_sent();
+        // The peer hands it back: one more hold; our view's release and the peer's release
+        // each drop one.
+        s.acquire_returned(r).unwrap();
+        s.queue_release(r);
+        assert_eq!(s.pool_stats().leased_regions, 1, "the peer's hold remains");
+        let msg = Message::Release { regions: vec![r] };
+        assert!(s.absorb(msg, &mut Default::default()).unwrap().is_none());
+        assert_eq!(s.pool_stats().leased_regions, 0);
+        // Now it is free: a reference to it, or to a region never leased, or one claiming
+        // more bytes than the lease, is the peer's error.
+        assert!(s.acquire_returned(r).is_err());
+        let r2 = s.alloc(4096).unwrap();
+        let longer = Region {
+            len: r2.len + 1,
+            ..r2
+        };
+        assert!(s.acquire_returned(longer).is_err());
+        let theirs = Region {
+            side: Side::Worker,
+            ..r2
+        };
+        assert!(s.acquire_returned(theirs).is_err());
+    }
+
+    #[test]
+    fn our_release_of_a_region_passed_back_waits_for_the_frame() {
+        let mut s = state();
+        let theirs = Region {
+            side: Side::Worker,
+            segment: 3,
+            offset: 0,
+            len: 64,
+        };
+        s.pin_returned(theirs);
+        s.queue_release(theirs); // our view died while the frame was being encoded
+        assert!(
+            !s.has_owed(),
+            "the release must not go before the reference"
+        );
+        let trailing = s.take_deferred();
+        assert!(matches!(&trailing, Some(Message::Release { regions }) if regions == &[theirs]));
+        s.mark_sent();
+        assert!(!s.has_owed(), "sent once, behind the frame");
     }
 }

@@ -9,6 +9,7 @@ use airlock_shm::PoolConfig;
 use rustix::fs::Mode;
 
 use crate::error::SpawnError;
+use crate::liveness::Liveness;
 
 /// How to start one worker.
 #[derive(Debug, Clone)]
@@ -24,6 +25,9 @@ pub struct WorkerSpec {
     pub cwd: Option<PathBuf>,
     /// How long the worker may take from exec to both lanes connected.
     pub connect_timeout: Duration,
+    /// Pings on the control lane, and the silence after which the worker is declared hung and
+    /// killed; `None` turns the watch off.
+    pub liveness: Option<Liveness>,
     pub pool: PoolConfig,
 }
 
@@ -38,6 +42,7 @@ pub(crate) struct SocketDir {
 impl SocketDir {
     pub fn create() -> Result<SocketDir, SpawnError> {
         let base = runtime_base();
+        sweep_stale(&base);
         let mut rnd = [0u8; 8];
         rustix::rand::getrandom(&mut rnd, rustix::rand::GetRandomFlags::empty())
             .map_err(|e| SpawnError::SocketDir(e.into()))?;
@@ -63,6 +68,39 @@ impl Drop for SocketDir {
     }
 }
 
+/// Removes the handshake directories of hosts killed during a handshake
+/// (`airlock-<pid>-<16 hex>`, ours, with no such pid): a killed host cannot remove its own, and
+/// its worker removes it only when it gets far enough to notice (`abandon_handshake`).
+fn sweep_stale(base: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some((pid, rnd)) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("airlock-"))
+            .and_then(|rest| rest.split_once('-'))
+        else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        if rnd.len() != 16 || !rnd.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let ours = e
+            .metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == rustix::process::getuid().as_raw());
+        if ours && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(e.path().join("s"));
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
 /// `$XDG_RUNTIME_DIR` when usable, else the temp dir; a socket path must fit in 108 bytes.
 fn runtime_base() -> PathBuf {
     let fits = |p: &Path| p.is_dir() && p.as_os_str().len() < 70;
@@ -83,6 +121,22 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn dirs_of_dead_hosts_are_swept_and_others_left() {
+        let base = std::env::temp_dir().join(format!("airlock-sweep-test-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let dead = base.join("airlock-4294967295-0123456789abcdef");
+        let live = base.join(format!("airlock-{}-0123456789abcdef", std::process::id()));
+        let other = base.join("airlock-4294967295-not-a-handshake");
+        for d in [&dead, &live, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        std::fs::write(dead.join("s"), b"").unwrap();
+        sweep_stale(&base);
+        assert!(!dead.exists() && live.exists() && other.exists());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn socket_dir_is_private_and_removed() {

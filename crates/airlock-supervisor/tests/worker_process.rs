@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use airlock_shm::PoolConfig;
 use airlock_supervisor::{
-    ExitDescription, LaneError, ModelHandler, OutputSink, SpawnError, Stream, WorkerIdentity,
-    WorkerProcess, WorkerSpec,
+    ExitDescription, LaneError, Liveness, ModelHandler, OutputSink, SIGNAL_FD, SignalPage,
+    SpawnError, Stream, WorkerIdentity, WorkerProcess, WorkerSpec,
 };
 use airlock_wire::{HandshakeError, Message, ModelOp, ModelOutcome, Token, Value};
 
@@ -33,6 +33,7 @@ fn spec(mode: &str) -> WorkerSpec {
         env: vec![("AIRLOCK_FAKE_WORKER".into(), mode.into())],
         cwd: None,
         connect_timeout: Duration::from_secs(20),
+        liveness: None,
         pool: PoolConfig::default(),
     }
 }
@@ -86,6 +87,27 @@ fn fake_worker() {
                 }
                 if target == "sleep" {
                     std::thread::sleep(Duration::from_secs(30));
+                }
+                if target == "spin" {
+                    // A node that checks for interrupts the way ComfyUI's do, through the page
+                    // the host handed over.
+                    let fd = std::os::fd::OwnedFd::from(
+                        std::fs::File::options()
+                            .read(true)
+                            .write(true)
+                            .open(format!("/proc/self/fd/{SIGNAL_FD}"))
+                            .unwrap(),
+                    );
+                    let page = SignalPage::adopt(fd).unwrap();
+                    while !page.take(id) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    lane.send(&Message::Reply {
+                        id,
+                        value: Value::Str("interrupted".into()),
+                    })
+                    .unwrap();
+                    continue;
                 }
                 lane.send(&Message::Reply { id, value: args }).unwrap();
             }
@@ -225,6 +247,11 @@ fn heartbeats_and_model_commands_are_answered_while_a_call_runs() {
     }
     let w = Arc::new(start("echo", Arc::default()).unwrap());
     let t = Duration::from_secs(5);
+    // The fake publishes its first report just after connecting: wait for it.
+    let until = Instant::now() + t;
+    while w.heartbeat(t).unwrap() == Value::None && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(w.heartbeat(t).unwrap(), Value::Str("idle".into()));
     // A call that keeps the worker's call lane busy for 30 s.
     w.call_lane()
@@ -247,4 +274,72 @@ fn heartbeats_and_model_commands_are_answered_while_a_call_runs() {
     assert!(matches!(outcome, ModelOutcome::Refused { .. }));
     assert_eq!(w.heartbeat(t).unwrap(), Value::Str("idle".into()));
     w.kill();
+}
+
+#[test]
+fn an_interrupt_reaches_a_node_that_checks_through_the_signal_page() {
+    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+        return;
+    }
+    let w = start("echo", Arc::default()).unwrap();
+    let lane = w.call_lane().clone();
+    lane.send(&Message::Call {
+        id: 7,
+        target: "spin".into(),
+        args: Value::None,
+        kwargs: Value::None,
+    })
+    .unwrap();
+    // Not yet interrupted: nothing comes back.
+    let early = lane.recv_until(Instant::now() + Duration::from_millis(200));
+    assert!(
+        matches!(&early, Err(LaneError::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut),
+        "{early:?}"
+    );
+    w.interrupt(6); // another call's interrupt is not this one's
+    let still = lane.recv_until(Instant::now() + Duration::from_millis(100));
+    assert!(still.is_err(), "{still:?}");
+    w.interrupt(7);
+    let got = lane.recv_until(Instant::now() + Duration::from_secs(10));
+    assert!(
+        matches!(got, Ok(Some(Message::Reply { id: 7, .. }))),
+        "{got:?}"
+    );
+    w.kill();
+}
+
+#[test]
+fn a_frozen_worker_is_declared_hung_and_a_long_quiet_call_is_not() {
+    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+        return;
+    }
+    let mut s = spec("echo");
+    s.liveness = Some(Liveness {
+        interval: Duration::from_millis(50),
+        grace: Duration::from_millis(400),
+    });
+    let w = WorkerProcess::spawn(&s, 1, Arc::<Collect>::default()).unwrap();
+    let lane = w.call_lane().clone();
+    lane.send(&Message::Call {
+        id: 1,
+        target: "sleep".into(),
+        args: Value::None,
+        kwargs: Value::None,
+    })
+    .unwrap();
+    // Busy in a call for several graces, but its control lane answers: alive.
+    let quiet = lane.recv_until(Instant::now() + Duration::from_millis(1500));
+    assert!(quiet.is_err(), "{quiet:?}");
+    assert!(w.is_alive() && w.verdict().is_none());
+    // Frozen: nothing answers any more.
+    let pid = rustix::process::Pid::from_raw(w.pid()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+    let got = lane.recv_until(Instant::now() + Duration::from_secs(20));
+    assert!(matches!(got, Ok(None) | Err(LaneError::Io(_))), "{got:?}");
+    assert_eq!(
+        w.wait_exit(Duration::from_secs(5)),
+        Some(ExitDescription::Signal(libc::SIGKILL))
+    );
+    let died = w.died("a call to 'sleep'").to_string();
+    assert!(died.contains("declared hung"), "{died}");
 }

@@ -21,6 +21,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from comfy_airlock.host.reserve import RESERVE, current_term
 from comfy_airlock.host.standin import StandIn
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ class Bridge:
         self._heartbeat: threading.Thread | None = None
         self._packs: dict[str, IsolatedPack] = {}
         self._reports: dict[str, dict[str, Any]] = {}
+        # The last admissions answered (newest last), for status and tests.
+        self.admissions: list[dict[str, Any]] = []
 
     # --- reports ------------------------------------------------------------------------
 
@@ -84,6 +87,7 @@ class Bridge:
                     _insert(mm, s)
             for key in [k for k in self._standins if k[0] == pack.name and k not in seen]:
                 self._drop(mm, key)
+        self.update_reserve(shrink=True)
         self._ensure_heartbeat()
 
     def sync(self) -> None:
@@ -98,6 +102,7 @@ class Bridge:
 
     def drop_pack(self, name: str) -> None:
         mm = _mm()
+        RESERVE.released()
         with self._lock:
             for key in [k for k in self._standins if k[0] == name]:
                 self._drop(mm, key)
@@ -105,6 +110,10 @@ class Bridge:
 
     def _drop(self, mm: Any, key: Key) -> None:
         s = self._standins.pop(key)
+        if s.resident > 0:
+            # A model the worker no longer holds (upstream's unload took it out of the
+            # worker's ledger, or the pack let go of it): its bytes were released.
+            RESERVE.released()
         s.gone = True
         if mm is None:
             return
@@ -140,16 +149,36 @@ class Bridge:
                 if report is None:
                     with self._lock:
                         for key, s in self._standins.items():
-                            if key[0] == pack.name and not pack.alive_generation(key[1]):
+                            # ``s.pack is pack``: a pack loaded again under the same name has
+                            # stand-ins of its own, which this old one must not touch.
+                            if s.pack is pack and not pack.alive_generation(key[1]):
                                 s.gone = True
                     continue
                 self.refresh(pack, generation, report)
+            self.update_reserve(shrink=RESERVE.quiet(2 * interval))
+
+    def update_reserve(self, shrink: bool = False) -> None:
+        """Publishes the reserve for the host's blind view (a no-op where it is not blind).
+        ``shrink`` only where no upstream loop is running (see reserve.py)."""
+        try:
+            RESERVE.update(current_term(), shrink=shrink)
+        except Exception as e:  # never let the reserve break a call or the heartbeat
+            log.debug("reserve not updated: %s", e)
 
     # --- status -------------------------------------------------------------------------
 
     def last_report(self, pack: str) -> dict[str, Any] | None:
         with self._lock:
             return self._reports.get(pack)
+
+    def standin(self, key: Key) -> StandIn | None:
+        with self._lock:
+            return self._standins.get(key)
+
+    def note_admission(self, pack: str, result: dict[str, Any]) -> None:
+        with self._lock:
+            self.admissions.append({"pack": pack, **result})
+            del self.admissions[:-64]
 
     def standins(self, pack: str | None = None) -> list[StandIn]:
         with self._lock:

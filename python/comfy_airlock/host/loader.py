@@ -73,7 +73,15 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
         env_key=info["key"],
         entry=info.get("entry"),
         env_vars=dict(info.get("env_vars") or {}),
+        call_deadline=info.get("call_deadline"),
+        sandbox=dict(info.get("sandbox") or {}),
+        pickle=tuple(info.get("pickle") or ()),
     )
+    try:
+        # A sandbox this kernel cannot enforce is the pack's setup problem, said now.
+        pack.sandbox_rules(comfyui, comfy_state.folder_paths_snapshot())
+    except Exception as e:
+        return _fail(name, pack_dir, str(e))
     cache_dir = airlock_home() / "scans"
     try:
         key = scan_cache.key(pack_dir, pack.env_key, comfyui)

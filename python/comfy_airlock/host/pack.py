@@ -12,8 +12,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from comfy_airlock import sandbox
+from comfy_airlock._native import CallInterrupted
 from comfy_airlock.host import comfy_state
 from comfy_airlock.host.bridge import BRIDGE, Bridge
+from comfy_airlock.host.timing import Timing
+from comfy_airlock.host.worker_env import worker_env
 from comfy_airlock.supervisor import Worker
 
 log = logging.getLogger("comfy_airlock")
@@ -39,8 +43,15 @@ class IsolatedPack:
     env_dir: str
     env_key: str
     entry: str | None = None
+    # Seconds a node call may run before it is stopped (airlock.toml `call-deadline`).
+    call_deadline: float | None = None
     env_vars: dict[str, str] = field(default_factory=dict)
+    # airlock.toml `[sandbox]` (enabled, network, read, write) and `pickle` (type names).
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    pickle: tuple[str, ...] = ()
     stats: PackStats = field(default_factory=PackStats)
+    # Calls in flight: a worker with none is idle (its models are evicted first).
+    busy: int = 0
     bridge: Bridge = BRIDGE
     _worker: Worker | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -48,18 +59,24 @@ class IsolatedPack:
     # --- the worker ----------------------------------------------------------------------
 
     def _spawn(self) -> Worker:
+        comfyui = comfy_state.comfyui_dir()
+        folders = comfy_state.folder_paths_snapshot()
         comfy = {
-            "comfyui_dir": comfy_state.comfyui_dir(),
+            "comfyui_dir": comfyui,
             "pack_dir": self.dir,
             "pack_name": self.name,
             "entry": self.entry,
             "args": comfy_state.args_snapshot(),
-            "folder_paths": comfy_state.folder_paths_snapshot(),
+            "folder_paths": folders,
         }
-        env = dict(os.environ)
-        env.update(self.env_vars)
-        env["AIRLOCK_COMFY"] = json.dumps(comfy)
-        env["AIRLOCK_WORKER"] = "1"
+        ours = {"AIRLOCK_COMFY": json.dumps(comfy), "AIRLOCK_WORKER": "1"}
+        # Not the host's environment (its API keys): an allow-list, the pack's [env_vars], ours.
+        env = worker_env(self.env_vars, ours)
+        env.pop(sandbox.ENV, None)  # only ever the rules made here
+        rules = self.sandbox_rules(comfyui, folders)
+        if rules is not None:
+            env[sandbox.ENV] = rules
+        timing = Timing.from_env()
         return Worker(
             self.python,
             preload=[PRELOAD],
@@ -67,6 +84,24 @@ class IsolatedPack:
             name=self.name,
             cwd=os.getcwd(),
             on_event=self._on_event,
+            liveness=timing.liveness,
+            signal_after=timing.signal_after,
+            kill_after=timing.kill_after,
+            pickle=self.pickle,
+        )
+
+    def sandbox_rules(
+        self, comfyui: str | None = None, folders: dict[str, Any] | None = None
+    ) -> str | None:
+        """The worker's sandbox rules (None when off); raises ``SandboxError`` naming the pack
+        when this kernel cannot enforce them."""
+        return sandbox.host_rules(
+            self.name,
+            self.sandbox,
+            pack_dir=self.dir,
+            env_dir=self.env_dir,
+            comfyui_dir=comfyui,
+            folder_paths=folders,
         )
 
     def worker(self) -> Worker:
@@ -85,12 +120,22 @@ class IsolatedPack:
 
     # --- calls ---------------------------------------------------------------------------
 
-    def call(self, target: str, *args: Any) -> Any:
+    def call(self, target: str, *args: Any, node: bool = False) -> Any:
+        """Runs ``target`` in the worker. A ``node`` call (a node method inside a prompt) is
+        stopped by ComfyUI's cancel and by the pack's call deadline."""
         t0 = time.perf_counter()
         self.stats.calls += 1
         self.bridge.sync()
+        self.busy += 1
         try:
-            return self.worker().call(target, *args)
+            if not node:
+                return self.worker().call(target, *args)
+            return self.worker().run(
+                target,
+                args,
+                interrupted=_host_interrupted(),
+                deadline=self.call_deadline,
+            )
         except BaseException as e:
             self.stats.errors += 1
             self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
@@ -98,9 +143,14 @@ class IsolatedPack:
                 self.bridge.drop_pack(self.name)
             raise
         finally:
+            self.busy -= 1
             self.stats.busy_s += time.perf_counter() - t0
 
-    def _on_event(self, topic: str, payload: Any) -> None:
+    def _on_event(self, topic: str, payload: Any) -> Any:
+        if topic in ("admit?", "oom?"):
+            from comfy_airlock.host import admission
+
+            return admission.answer(self.bridge, self, topic, payload)
         if topic == "telemetry":
             w = self._worker
             if w is not None:
@@ -138,7 +188,18 @@ class IsolatedPack:
 
     def run(self, node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:
         try:
-            return self.call("comfy_airlock.worker.comfy:run", node_id, key, method, kwargs)
+            return self.call(
+                "comfy_airlock.worker.comfy:run", node_id, key, method, kwargs, node=True
+            )
+        except CallInterrupted as e:
+            if getattr(e, "escalation", "flag") != "flag":
+                log.warning("[comfy-airlock] pack %r, node %r: %s", self.name, node_id, e)
+            # ComfyUI reports its own exception as an interrupted prompt, not as a failure.
+            mm = sys.modules.get("comfy.model_management")
+            exc = getattr(mm, "InterruptProcessingException", None)
+            if exc is None:
+                raise
+            raise exc(str(e)) from e
         except Exception as e:
             _with_worker_traceback(e, self.name, node_id)
             raise
@@ -166,6 +227,12 @@ class IsolatedPack:
             "env": self.env_dir,
             "models": [r for r in self.bridge.rows() if r["pack"] == self.name],
         }
+
+
+def _host_interrupted() -> Any:
+    """The host's own cancel flag (set by ``POST /interrupt``), read without clearing it."""
+    mm = sys.modules.get("comfy.model_management")
+    return getattr(mm, "processing_interrupted", None)
 
 
 def _rss_mib(pid: int | None) -> float | None:

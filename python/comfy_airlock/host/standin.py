@@ -17,6 +17,7 @@ bytes, which upstream answers by detaching and dropping the entry, as it would f
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -118,7 +119,16 @@ class StandIn:
     def partially_unload(
         self, device_to: Any, memory_to_free: float = 0, force_patch_weights: bool = False
     ) -> int:
-        return self._command("partially_unload", float(memory_to_free))
+        # Upstream asks in terms of the host's reading, which on a blind platform (WDDM) has not
+        # seen what other processes freed since the reserve was published: ask the worker for
+        # the rest only, and answer in upstream's terms (host/reserve.py; 0 device-wide).
+        from comfy_airlock.host.reserve import RESERVE
+
+        unseen = RESERVE.unseen(self.load_device)
+        want = float(memory_to_free) - unseen
+        if want <= 0:
+            return math.ceil(memory_to_free)
+        return max(0, self._command("partially_unload", want) + unseen)
 
     def partially_unload_ram(self, ram_to_free: float, subsets: Any = None) -> int:
         return 0
@@ -140,7 +150,12 @@ class StandIn:
             return False
         self.seq = seq
         self.size = int(row["size"])
-        self.resident = int(row["resident"])
+        resident = int(row["resident"])
+        if resident < self.resident:
+            from comfy_airlock.host.reserve import RESERVE
+
+            RESERVE.released()
+        self.resident = resident
         return True
 
     def _command(self, op: str, arg: float) -> int:

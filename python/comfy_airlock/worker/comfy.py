@@ -25,7 +25,7 @@ import types
 from typing import Any
 
 from comfy_airlock.node_surface import NODE_ATTRS, model_kind
-from comfy_airlock.worker import models, runtime
+from comfy_airlock.worker import interrupts, models, runtime
 
 log = logging.getLogger("comfy_airlock.worker")
 
@@ -499,6 +499,7 @@ def run(node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:
     """Runs ``method`` of node ``node_id`` (its FUNCTION, IS_CHANGED, VALIDATE_INPUTS or
     check_lazy_status) with the host's arguments."""
     _load_pack()
+    interrupts.begin_call()
     if node_id not in _NODES:
         raise KeyError(f"the pack has no node {node_id!r} (its code changed since the scan?)")
     if node_id in _V3:

@@ -206,13 +206,16 @@ def _watch_loads() -> None:
     mm = sys.modules.get("comfy.model_management")
     if mm is None or getattr(mm.load_models_gpu, "_airlock", False):
         return
+    from comfy_airlock.worker.admission import admitted_load
+
     original = mm.load_models_gpu
+    admitted = admitted_load(original, _id_for)
 
     def load_models_gpu(models, *args, **kwargs):
         used = _CALL_USED
         if used is not None:
             used.update(_id_for(m) for m in models)
-        return original(models, *args, **kwargs)
+        return admitted(models, *args, **kwargs)
 
     load_models_gpu._airlock = True  # type: ignore[attr-defined]
     load_models_gpu.__wrapped__ = original  # type: ignore[attr-defined]
@@ -220,6 +223,8 @@ def _watch_loads() -> None:
 
 
 def _patcher_rows() -> list[dict[str, Any]]:
+    from comfy_airlock.worker.admission import LAST_USED
+
     rows = []
     for lm in _loaded_models():
         p = lm.model
@@ -239,7 +244,7 @@ def _patcher_rows() -> list[dict[str, Any]]:
                 "size": size,
                 "resident": resident,
                 "seq": _PATCHER_SEEN[i][0],
-                "last_used": 0.0,
+                "last_used": LAST_USED.get(i, 0.0),
                 "in_use": False,
             }
         )

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from comfy_airlock import _native
+from comfy_airlock import pickling as _pickling
+from comfy_airlock import sandbox as _sandbox
 from comfy_airlock import values as _values  # noqa: F401  (installs the codec hooks)
 
 
@@ -105,13 +107,23 @@ def emit(topic: str, payload: Any = None) -> None:
     _link.emit(topic, payload)
 
 
+def ask(topic: str, payload: Any = None) -> Any:
+    """Asks the host ``topic`` (ending in ``?``) for the call running now and returns its
+    answer; the host answers on the thread that waits for this call, inside ComfyUI's node
+    context (admission before a load is one such question)."""
+    if _link is None:
+        raise _native.AirlockError("not running inside a comfy-airlock worker")
+    return _link.ask(topic, payload)
+
+
 def serve(link) -> None:
     """Runs calls until the host says stop (the loop itself is in the core)."""
     global _link
     _link = link
-    from comfy_airlock.worker import models
+    from comfy_airlock.worker import interrupts, models
 
     models.install(link)
+    interrupts.install(link)
     link.serve(_resolve, _describe)
 
 
@@ -121,6 +133,9 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.close(devnull)
     _setup_logging()
+    _pickling.install_from_env()
+    # While this is the only thread, before ComfyUI or the pack is imported.
+    _sandbox.apply_from_env()
     for module in filter(None, os.environ.get("AIRLOCK_PRELOAD", "").split(",")):
         importlib.import_module(module)
     link = _native.connect(

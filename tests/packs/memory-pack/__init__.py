@@ -1,6 +1,10 @@
 """Test pack for the memory bridge: models of chosen sizes, registered with comfy-airlock so
-that the host's ComfyUI sees (and can evict) them. Driven by tests/comfyui/bridge_scenarios.py
-through worker calls; it has one node too, so that it loads like any pack."""
+that the host's ComfyUI sees (and can evict) them, or loaded through the worker's own
+``load_models_gpu`` (fake patchers booking on the simulated card, tests/comfyui/wddm_scenarios.py).
+Driven by tests/comfyui/bridge_scenarios.py and wddm_scenarios.py through worker calls; it has
+one node too, so that it loads like any pack."""
+
+import os
 
 import torch
 
@@ -9,15 +13,15 @@ import comfy_airlock
 MODELS = {}
 
 
-def make_model(name, mib, device="cuda:0", chunks=4):
+def make_model(name, mib, device="cuda:0", chunks=4, meta=False):
     """A module of ``mib`` MiB in ``chunks`` parameters, registered as resident on ``device``
-    (on the simulated GPU the bytes stay in RAM and their residency is booked on the card)."""
+    (on the simulated GPU the bytes stay in RAM and their residency is booked on the card;
+    ``meta``: no bytes at all, for models of many GiB)."""
     per = mib * 1024 * 1024 // chunks // 4
     module = torch.nn.Module()
     for i in range(chunks):
-        module.register_parameter(
-            f"p{i}", torch.nn.Parameter(torch.zeros(per), requires_grad=False)
-        )
+        data = torch.empty(per, device="meta") if meta else torch.zeros(per)
+        module.register_parameter(f"p{i}", torch.nn.Parameter(data, requires_grad=False))
     MODELS[name] = module
     return comfy_airlock.register_model(module, name=name, device=device)
 
@@ -80,6 +84,73 @@ def commands():
     from comfy_airlock.worker import models
 
     return [list(c) for c in models.COMMANDS]
+
+
+FAKES = {}
+
+
+def load_fake(name, mib, parts=4):
+    """Loads a new fake patcher of ``mib`` MiB through this worker's own ``load_models_gpu``
+    (which asks the host for admission first); returns its resident bytes."""
+    from . import fake_patcher, sim_free
+
+    sim_free.install()
+    FAKES[name] = fake_patcher.FakePatcher(name, mib * 1024 * 1024, parts)
+    return use_fake(name)
+
+
+def use_fake(name):
+    """A node using a fake patcher again: ``load_models_gpu`` loads back what was evicted."""
+    import comfy.model_management
+
+    from . import sim_free
+
+    sim_free.install()
+    p = FAKES[name]
+    comfy.model_management.load_models_gpu([p])
+    return p.loaded_size()
+
+
+def fakes():
+    """Resident bytes of each fake patcher."""
+    return {n: p.loaded_size() for n, p in FAKES.items()}
+
+
+def asked():
+    """The admissions and OOM retries this worker asked the host for."""
+    from comfy_airlock.worker import admission
+
+    return list(admission.ASKED)
+
+
+def setup_sim(comfy=False):
+    """This worker starts on the simulated card (its CUDA context: on WDDM a re-partition for
+    every other process); returns its pid. ``comfy``: it will load models through its own
+    ComfyUI, which reads the card from now on (imported now, so that the next call's loads go
+    through comfy-airlock's admission)."""
+    from comfy_airlock.device import SimGpu
+
+    if comfy:
+        from . import sim_free
+
+        sim_free.install()
+    SimGpu.from_env().attach(os.getpid())
+    return os.getpid()
+
+
+def hold_in_use_until(name, flag, timeout):
+    """A node running with a registered model until the file ``flag`` exists (at most
+    ``timeout`` seconds); the host hears at once that the model is in use."""
+    import time
+
+    from comfy_airlock.worker import models
+
+    deadline = time.monotonic() + timeout
+    with models.using(MODELS[name]):
+        models.publish()
+        while not os.path.exists(flag) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return os.path.exists(flag)
 
 
 def residency():

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# GPU figures for docs/benchmarks.md ("GPU"), on one NVIDIA GPU, in well under 10 minutes.
+# Needs only python3 and the NVIDIA driver (libcuda.so.1, libnvidia-ml.so.1): the checks use
+# ctypes, so nothing is installed (the GPU machine may have no network). Where torch is
+# importable it adds torch's CUDA IPC hand-off; where comfy_airlock is importable (its
+# extension built), our NVML reader and a CUDA tensor round trip through a Worker.
+#
+#   bash bench/gpu/run.sh [OUT_DIR]      # writes OUT_DIR/gpu.json (default bench/out/gpu)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+OUT="${1:-${OUT:-$ROOT/bench/out/gpu}}"
+mkdir -p "$OUT"
+PY="${PYTHON:-}"
+for cand in "$ROOT/.envs/bench/bin/python" "$ROOT/.venv/bin/python" python3; do
+    [[ -n "$PY" ]] && break
+    command -v "$cand" >/dev/null 2>&1 && PY="$cand"
+done
+nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv | tee "$OUT/nvidia-smi.csv" || true
+timeout 540 "$PY" "$ROOT/bench/gpu/gpu_checks.py" "$OUT/gpu.json"

@@ -1,0 +1,58 @@
+"""The call loops bench/profile.sh profiles: comfy-airlock's warm no-op call, or its 64 MiB
+tensor round trip, repeated for a while. Prints the worker's pid first (for a second profiler
+attached to the worker), then waits ``--settle`` seconds so that profiler can attach.
+
+    .envs/bench/bin/python bench/profile_calls.py noop --seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=("noop", "echo64"))
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--settle", type=float, default=2.0)
+    args = ap.parse_args()
+    import torch
+
+    import comfy_airlock
+
+    w = comfy_airlock.Worker(sys.executable, sys_path=[str(BENCH)], name="profile")
+    w.call("bench_targets:import_torch")
+    x = torch.rand(16 << 20)
+    for _ in range(3):
+        w.call("bench_targets:echo", x)
+    print(w.pid, flush=True)
+    time.sleep(args.settle)
+    ns, end = [], time.perf_counter() + args.seconds
+    clock = time.perf_counter_ns
+    if args.mode == "noop":
+        call = w.call
+        while time.perf_counter() < end:
+            t0 = clock()
+            call("bench_targets:noop")
+            ns.append(clock() - t0)
+    else:
+        while time.perf_counter() < end:
+            t0 = clock()
+            y = w.call("bench_targets:echo", x)
+            ns.append(clock() - t0)
+            del y
+    w.close()
+    print(
+        f"{args.mode}: {len(ns)} calls, p50 {statistics.median(ns) / 1e3:.1f} us",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+//! Is the worker still there? Pings on the control lane instead of a call timeout.
+//!
+//! A blanket timeout on calls kills healthy nodes that simply run long (comfy-env kills any call
+//! silent for 600 s). The control lane is answered by a thread of the worker's that never takes
+//! the GIL, so a worker that is busy in a node still answers at once; one that does not answer
+//! for the grace period is stopped, frozen, or broken below Python, and is replaced. Only the
+//! process's own health is judged here; how long a node may run is the pack's call deadline.
+
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use airlock_wire::Message;
+use rustix::process::Signal;
+
+use crate::lane::ControlLane;
+use crate::process::ExitState;
+
+/// How often the worker is pinged, and how long it may stay silent before it is declared hung.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Liveness {
+    pub interval: Duration,
+    pub grace: Duration,
+}
+
+impl Default for Liveness {
+    fn default() -> Self {
+        Liveness {
+            interval: Duration::from_secs(1),
+            grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// When the worker was last heard on its control lane, and the verdict if it was declared hung.
+#[derive(Debug)]
+pub(crate) struct Heard {
+    last: Mutex<Instant>,
+    verdict: Mutex<Option<String>>,
+}
+
+impl Heard {
+    pub fn new() -> Self {
+        Heard {
+            last: Mutex::new(Instant::now()),
+            verdict: Mutex::new(None),
+        }
+    }
+
+    pub fn now(&self) {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    fn silent_for(&self) -> Duration {
+        self.last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed()
+    }
+
+    pub fn verdict(&self) -> Option<String> {
+        self.verdict
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// What the watcher thread needs of the process.
+pub(crate) struct Watched {
+    pub name: String,
+    pub control: Arc<ControlLane>,
+    pub requests: Arc<Mutex<u64>>,
+    pub exit: Arc<ExitState>,
+    pub pidfd: Arc<OwnedFd>,
+    pub pid: i32,
+    pub heard: Arc<Heard>,
+}
+
+pub(crate) fn watch(w: Watched, cfg: Liveness) {
+    let name = format!("airlock-live-{}", w.name);
+    let _ = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || run(&w, cfg));
+}
+
+fn run(w: &Watched, cfg: Liveness) {
+    loop {
+        if w.exit.wait(cfg.interval).is_some() {
+            return;
+        }
+        match w.requests.try_lock() {
+            Ok(mut seq) => {
+                *seq += 1;
+                if w.control.send(&Message::Ping { seq: *seq }).is_err() {
+                    return; // the lane is gone: the reaper reports the exit
+                }
+                // Any frame proves the control thread is alive; answers to requests that timed
+                // out earlier are as good as this pong.
+                match w.control.recv_timeout(cfg.interval) {
+                    Ok(Some(_)) => w.heard.now(),
+                    Ok(None) => return,
+                    Err(_) => {}
+                }
+            }
+            // A model command or heartbeat is in flight; it has its own timeout, and its
+            // answer is what we would wait for anyway.
+            Err(_) => w.heard.now(),
+        }
+        let silent = w.heard.silent_for();
+        if silent >= cfg.grace {
+            *w.heard.verdict.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+                "declared hung: no answer on its control lane for {:.1} s (grace {:.1} s)",
+                silent.as_secs_f64(),
+                cfg.grace.as_secs_f64()
+            ));
+            let _ = rustix::process::pidfd_send_signal(w.pidfd.as_ref(), Signal::KILL);
+            if let Some(p) = rustix::process::Pid::from_raw(w.pid) {
+                let _ = rustix::process::kill_process_group(p, Signal::KILL);
+            }
+            return;
+        }
+    }
+}

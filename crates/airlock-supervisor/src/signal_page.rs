@@ -1,0 +1,167 @@
+//! One page of memory shared by the host and one worker, through which the host interrupts
+//! the call that is running.
+//!
+//! An interrupt cannot travel on the call lane: the worker's only reader of that lane is the
+//! thread that is busy running the node. Nor should it need the worker's control thread to take
+//! the GIL. So the host writes the id of the call to stop into this page, and the worker's own
+//! `comfy.model_management` reads it each time a node asks whether processing was interrupted
+//! (`throw_exception_if_processing_interrupted`, `processing_interrupted`): a load of one
+//! atomic, no syscall, no lock. Tying the flag to a call id means an interrupt that arrives as
+//! a call finishes can never stop the next one.
+//!
+//! The page is a sealed memfd, inherited by the worker on a fixed descriptor
+//! ([`SIGNAL_FD`]), never a name in `/dev/shm`.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{MemfdFlags, SealFlags};
+use rustix::mm::{MapFlags, ProtFlags};
+
+/// The descriptor on which a worker finds its signal page.
+pub const SIGNAL_FD: i32 = 4;
+
+const PAGE: usize = 4096;
+
+/// The host's or the worker's mapping of the shared page.
+pub struct SignalPage {
+    ptr: NonNull<AtomicU64>,
+    /// Kept by the host, which hands it to each worker it spawns; the worker closes its copy.
+    fd: Option<OwnedFd>,
+}
+
+// SAFETY: the page holds only atomics.
+unsafe impl Send for SignalPage {}
+unsafe impl Sync for SignalPage {}
+
+impl SignalPage {
+    /// A fresh page for one worker process (host side).
+    pub fn create() -> std::io::Result<SignalPage> {
+        let fd = rustix::fs::memfd_create(
+            "airlock-signal",
+            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+        )?;
+        rustix::fs::ftruncate(&fd, PAGE as u64)?;
+        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+        let mut page = Self::map(fd.as_fd())?;
+        page.fd = Some(fd);
+        Ok(page)
+    }
+
+    /// Maps the page the host handed over (worker side); the descriptor is closed, so nothing
+    /// the worker starts inherits it.
+    pub fn adopt(fd: OwnedFd) -> std::io::Result<SignalPage> {
+        let size = rustix::fs::fstat(&fd)?.st_size;
+        if size < PAGE as i64 {
+            return Err(std::io::Error::other(format!(
+                "signal page is {size} bytes, expected {PAGE}"
+            )));
+        }
+        Self::map(fd.as_fd())
+    }
+
+    /// Takes over the page the host left on descriptor `fd` (worker side, at start-up).
+    pub fn adopt_inherited(fd: i32) -> std::io::Result<SignalPage> {
+        // SAFETY: F_GETFD only asks whether `fd` is open.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is open, and by the spawn contract it belongs to this page alone.
+        let owned = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        Self::adopt(owned)
+    }
+
+    fn map(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<SignalPage> {
+        // SAFETY: a fresh shared mapping of a whole, sealed page; unmapped in Drop.
+        let ptr = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                PAGE,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )?
+        };
+        let ptr =
+            NonNull::new(ptr.cast::<AtomicU64>()).ok_or_else(std::io::Error::last_os_error)?;
+        Ok(SignalPage { ptr, fd: None })
+    }
+
+    /// The descriptor to hand to a worker (host side only).
+    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.fd.as_ref().map(|f| f.as_fd())
+    }
+
+    fn interrupt(&self) -> &AtomicU64 {
+        // SAFETY: the mapping is page-aligned, at least a page long and lives as long as self.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// Asks the worker to stop call `id` at its next interruption check (host side).
+    pub fn raise(&self, id: u64) {
+        self.interrupt().store(id, Ordering::Release);
+    }
+
+    /// Withdraws an interrupt that was not consumed (host side, once the call has ended).
+    pub fn clear(&self, id: u64) {
+        let _ = self
+            .interrupt()
+            .compare_exchange(id, 0, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// True once if call `id` has been interrupted; the flag is consumed (worker side).
+    pub fn take(&self, id: u64) -> bool {
+        id != 0
+            && self
+                .interrupt()
+                .compare_exchange(id, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
+
+    /// The call id whose interrupt is pending, 0 if none.
+    pub fn pending(&self) -> u64 {
+        self.interrupt().load(Ordering::Acquire)
+    }
+}
+
+impl Drop for SignalPage {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what `map` mapped.
+        unsafe {
+            let _ = rustix::mm::munmap(self.ptr.as_ptr().cast(), PAGE);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupt_reaches_the_other_mapping_once_and_only_for_its_call() {
+        let host = SignalPage::create().unwrap();
+        let dup = host.fd().unwrap().try_clone_to_owned().unwrap();
+        let worker = SignalPage::adopt(dup).unwrap();
+        assert!(!worker.take(7));
+        host.raise(7);
+        assert!(
+            !worker.take(8),
+            "an interrupt for call 7 must not stop call 8"
+        );
+        assert_eq!(worker.pending(), 7);
+        assert!(worker.take(7));
+        assert!(!worker.take(7), "consumed");
+        host.raise(9);
+        host.clear(9);
+        assert!(!worker.take(9));
+    }
+
+    #[test]
+    fn the_page_cannot_be_shrunk_under_a_mapping() {
+        let host = SignalPage::create().unwrap();
+        let dup = host.fd().unwrap().try_clone_to_owned().unwrap();
+        assert!(rustix::fs::ftruncate(&dup, 0).is_err());
+    }
+}

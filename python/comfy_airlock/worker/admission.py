@@ -1,0 +1,166 @@
+"""A worker's loads are admitted by the host before they happen.
+
+The worker's own ``load_models_gpu`` (our copy of ComfyUI, never the host's) frees room only
+among the worker's own models, and on a blind platform (WDDM) it cannot even see what the host
+and the other workers hold. So before it runs, the host is asked (``admit?``, a question on the
+call lane answered by the thread that waits for this call) with upstream's own formula for what
+the load needs: ``1.1 * weights + max(minimum_inference_memory(), memory_required +
+extra_reserved_memory())`` per device. The host frees that much across all processes (the
+arbiter over worker models, then upstream's ``free_memory`` over its own) and answers. The load
+then runs with the worker's reserve corrected by the change of variables for its own view
+(``blind_free - true_free``, zero where the view is device-wide). A load that still runs out of
+memory tells the host, which frees room again, and is retried once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+log = logging.getLogger("comfy_airlock.worker")
+
+# Admissions and OOM retries asked by this worker, newest last (for status and tests).
+ASKED: list[dict[str, Any]] = []
+# When each model (by id) was last asked for by this worker's load_models_gpu (wall clock, as
+# the other workers' reports): the host's least-recently-used order across workers.
+LAST_USED: dict[int, float] = {}
+
+
+def needs(
+    mm: Any, models: list[Any], memory_required: float = 0, minimum_memory_required: Any = None
+) -> dict[Any, tuple[float, float]]:
+    """``{device: (need, minimum)}`` for the non-CPU devices of ``models``, as upstream's
+    ``load_models_gpu`` computes them (ComfyUI 0.30.0)."""
+    inference = mm.minimum_inference_memory()
+    extra = max(inference, memory_required + mm.extra_reserved_memory())
+    if minimum_memory_required is None:
+        minimum = extra
+    else:
+        minimum = max(inference, minimum_memory_required + mm.extra_reserved_memory())
+    unique: dict[Any, None] = {}
+    for m in models:
+        unique[m] = None
+        for sub in m.model_patches_models():
+            unique[sub] = None
+    total: dict[Any, float] = {}
+    for x in unique:
+        lm = mm.LoadedModel(x)
+        total[lm.device] = total.get(lm.device, 0) + lm.model_memory_required(lm.device)
+    return {
+        dev: (t * 1.1 + extra, minimum)
+        for dev, t in total.items()
+        if getattr(dev, "type", "cpu") not in ("cpu", "mps")
+    }
+
+
+def view_correction(device: Any) -> int:
+    """This process's ``blind_free - true_free`` on ``device``: zero where its view is
+    device-wide (Linux), the bias of its per-process budget where it is not (WDDM: the truth is
+    NVML's, by the device's UUID; without NVML there is nothing to correct against)."""
+    sim = os.environ.get("AIRLOCK_SIM_GPU")
+    if sim:
+        from comfy_airlock.device import SimGpu
+
+        card = SimGpu.open(sim.split(os.pathsep)[0])
+        return int(card.free_seen_by(os.getpid())) - int(card.free())
+    if getattr(device, "type", None) != "cuda" or sys.platform != "win32":
+        return 0
+    import torch
+
+    from comfy_airlock import device as dev
+
+    uuid = dev.cuda_uuid(device.index or 0)
+    mem = dev.nvml_memory(uuid) if uuid else None
+    if mem is None:
+        return 0
+    free_cuda, _ = torch.cuda.mem_get_info(device)
+    return int(free_cuda) - int(mem["free"])
+
+
+@contextlib.contextmanager
+def corrected_reserve(mm: Any, devices: list[Any]) -> Iterator[None]:
+    """The worker's ``EXTRA_RESERVED_VRAM`` raised by its view's bias during the load, so its
+    upstream targets true free memory (never clamped: a view above the truth adds, one below
+    subtracts)."""
+    base = mm.EXTRA_RESERVED_VRAM
+    term = max((view_correction(d) for d in devices), default=0)
+    mm.EXTRA_RESERVED_VRAM = base + term
+    try:
+        yield
+    finally:
+        mm.EXTRA_RESERVED_VRAM = base
+
+
+def ask(topic: str, device: Any, need: float, minimum: float, ids: list[int]) -> dict[str, Any]:
+    from comfy_airlock.worker import runtime
+
+    payload = {
+        "device": str(device),
+        "need": int(need),
+        "minimum": int(minimum),
+        "models": ids,
+    }
+    try:
+        answer = runtime.ask(topic, payload)
+    except Exception as e:  # outside a call, or a host without a bridge: load as upstream would
+        log.debug("no admission from the host (%s): loading on this worker's own view", e)
+        answer = {"granted": None, "error": str(e)}
+    ASKED.append({"topic": topic, **payload, "answer": answer})
+    del ASKED[:-256]
+    return answer if isinstance(answer, dict) else {"granted": None}
+
+
+def admitted_load(original: Any, id_for: Any) -> Any:
+    """Wraps the worker's ``load_models_gpu``: admission first, then the load with the
+    corrected reserve, and one retry after an OOM the host has made room for."""
+
+    def load_models_gpu(
+        models,
+        memory_required=0,
+        force_patch_weights=False,
+        minimum_memory_required=None,
+        force_full_load=False,
+    ):
+        mm = sys.modules["comfy.model_management"]
+        wanted = needs(mm, list(models), memory_required, minimum_memory_required)
+        ids = [id_for(m) for m in models]
+        now = time.time()
+        for i in ids:
+            LAST_USED[i] = now
+        for device, (need, minimum) in wanted.items():
+            ask("admit?", device, need, minimum, ids)
+
+        def load():
+            with corrected_reserve(mm, list(wanted)):
+                return original(
+                    models,
+                    memory_required=memory_required,
+                    force_patch_weights=force_patch_weights,
+                    minimum_memory_required=minimum_memory_required,
+                    force_full_load=force_full_load,
+                )
+
+        try:
+            return load()
+        except Exception as e:
+            if not _is_oom(e) or not wanted:
+                raise
+            log.warning("out of memory loading %d model(s); asking the host for room", len(ids))
+            for device, (need, minimum) in wanted.items():
+                ask("oom?", device, need, minimum, ids)
+            return load()
+
+    return load_models_gpu
+
+
+def _is_oom(e: BaseException) -> bool:
+    torch = sys.modules.get("torch")
+    oom = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    if oom is not None and isinstance(e, oom):
+        return True
+    return "out of memory" in str(e).lower() and type(e).__name__ in ("RuntimeError",)

@@ -1,0 +1,240 @@
+"""The acceptance scenarios for admission and the reserve, on both semantics of the simulated
+card, with the REAL upstream ``comfy.model_management`` (ComfyUI 0.30.0) and real worker
+processes (``wddm_scenarios.py``; the figures are in docs/memory.md).
+
+Every run is a fresh process (upstream's ledger is module state); the eight runs start together
+at the first test, three at a time, and take about a minute and a half on two busy cores (each
+spends most of its time importing ComfyUI and torch, in the host and in its workers).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+AIRLOCK_HOME = Path(os.environ.get("AIRLOCK_TEST_HOME") or REPO / ".cache" / "test-airlock-home")
+GIB = 1 << 30
+
+RUNS = [
+    ("headline", "wddm", "off"),
+    ("headline", "wddm", "on"),
+    ("headline", "device_wide", "on"),
+    ("headline_small", "wddm", "on"),
+    ("admission", "wddm", "on"),
+    ("admission", "device_wide", "on"),
+    ("contention", "wddm", "on"),
+    ("contention", "device_wide", "on"),
+]
+
+
+def run(scenario: str, semantics: str, reserve: str, comfyui_dir: Path) -> dict:
+    env = {
+        **os.environ,
+        "COMFYUI_DIR": str(comfyui_dir),
+        "AIRLOCK_HOME": str(AIRLOCK_HOME),
+        "AIRLOCK_RESERVE": reserve,
+    }
+    p = subprocess.run(
+        [sys.executable, str(HERE / "wddm_scenarios.py"), scenario, semantics],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    if p.returncode != 0 or not lines:
+        return {
+            "error": f"{scenario} {semantics} reserve={reserve} failed ({p.returncode}):\n"
+            f"{p.stdout[-3000:]}\n{p.stderr[-6000:]}"
+        }
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+@pytest.fixture(scope="module")
+def results(comfyui_dir):
+    # The scenario runs build the memory pack's environment once (the first run's worker);
+    # running them side by side is safe because the builder locks the environment.
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {key: pool.submit(run, *key, comfyui_dir) for key in RUNS}
+    return {key: f.result() for key, f in futures.items()}
+
+
+def result(results, *key):
+    r = results[key]
+    if "error" in r:
+        pytest.fail(r["error"])
+    return r
+
+
+# --- a. the seed's headline -------------------------------------------------------------------
+
+
+def test_headline_without_the_reserve_over_admits_on_wddm(results):
+    r = result(results, "headline", "wddm", "off")
+    # The host reads 16 GiB free (blind to the worker's 12 GiB), evicts nothing, and loads
+    # 6 GiB into 4: the worker's memory is demoted, as the seed measured on Windows.
+    assert r["before"]["host_view"] == 16 * GIB and r["before"]["true_free"] == 4 * GIB
+    assert r["evicted"] == 0
+    assert r["host_resident"] == 6 * GIB
+    assert r["after"]["demotions"]["count"] > 0
+    assert r["worker_demotions"]["bytes"] == 2 * GIB
+    assert r["after"]["reserve"] == r["before"]["reserve"] == r["base_reserve"]
+
+
+def test_headline_with_the_reserve_admits_exactly_on_wddm(results):
+    r = result(results, "headline", "wddm", "on")
+    before, after = r["before"], r["after"]
+    # The published reserve is the change of variables: base + (blind - true).
+    assert before["reserve"] == r["base_reserve"] + before["host_view"] - before["true_free"]
+    assert r["host_resident"] == 6 * GIB
+    assert after["demotions"] == {"count": 0, "bytes": 0}
+    assert r["peak_overcommitted"] == 0 and after["overcommitted"] == 0
+    # Eviction stops at the minimum: at least the shortfall, within one model of it.
+    assert r["optimal_evicted"] <= r["evicted"] <= r["optimal_evicted"] + r["largest_model"]
+
+
+def test_headline_on_device_wide_needs_no_reserve(results):
+    r = result(results, "headline", "device_wide", "on")
+    assert r["before"]["host_view"] == r["before"]["true_free"] == 4 * GIB
+    assert r["host_resident"] == 6 * GIB
+    assert r["peak_overcommitted"] == 0 and r["after"]["overcommitted"] == 0
+    assert r["optimal_evicted"] <= r["evicted"] <= r["optimal_evicted"] + r["largest_model"]
+    # Nothing is added to the reserve where the reading is device-wide.
+    assert r["before"]["reserve"] == r["after"]["reserve"] == r["base_reserve"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="WDDM, the host's own load, worker models smaller than upstream's request: upstream's "
+    "free_memory detaches such a model whole (LoadedModel.model_unload calls detach(True) "
+    "without asking for a part, so the request never reaches the stand-in) and its blind "
+    "reading never moves, so every such worker model is evicted: 12 GiB for a 3.79 GiB "
+    "shortfall in the last measured run (docs/memory.md, 'What does not hold')",
+)
+def test_headline_with_small_worker_models_evicts_at_most_one_model_more(results):
+    r = result(results, "headline_small", "wddm", "on")
+    # What holds: no over-admission.
+    assert r["after"]["demotions"] == {"count": 0, "bytes": 0}
+    assert r["host_resident"] == 6 * GIB
+    # What does not: the minimum.
+    assert r["optimal_evicted"] <= r["evicted"] <= r["optimal_evicted"] + r["largest_model"]
+
+
+# --- b. a worker load admitted by the host ----------------------------------------------------
+
+
+@pytest.mark.parametrize("semantics", ["wddm", "device_wide"])
+def test_a_worker_load_is_admitted_by_policy(results, semantics):
+    r = result(results, "admission", semantics, "on")
+    a = r["admission"]
+    assert a["granted"] and a["free"] >= a["need"]
+    # Phase one: the idle worker's models (least recently used first), then the busy worker's
+    # free one, then the requester's own; never the one B's running node uses.
+    assert [s["name"] for s in r["steps"]] == ["c1", "c2", "b2", "a0"]
+    assert all(s["refused"] is None for s in r["steps"])
+    assert r["residency"]["B"]["b1"] == 2 * GIB
+    assert r["residency"]["C"] == {"c1": 0, "c2": 0}
+    assert r["residency"]["A"]["a0"] == 0 and r["residency"]["B"]["b2"] == 0
+    # Phase two: the residual from the host's own model, through upstream, and no more than a
+    # part of it past the residual.
+    residual = a["need"] - (r["before"]["true_free"] + 8 * GIB)
+    host_freed = 4 * GIB - r["host_resident"]
+    assert residual <= host_freed < residual + GIB
+    # The load fits: the worker loaded all of it, and nobody was demoted or overcommitted.
+    assert r["loaded"] == r["fakes"]["P"] == 10 * GIB
+    assert r["after"]["demotions"] == {"count": 0, "bytes": 0}
+    assert r["peak_overcommitted"] == 0 and r["after"]["overcommitted"] == 0
+    assert [q["topic"] for q in r["asked"]] == ["admit?"]
+
+
+# --- c. two workers and the host contending ---------------------------------------------------
+
+
+def policy_order(candidates: list[dict], requester: str, loading: str) -> list[str]:
+    """The eviction order the policy prescribes, from the scenario's own record (the rounds run
+    one at a time, so the other worker is idle): the other worker's models before the
+    requester's, least recently used first; never the model being loaded."""
+    evictable = [c for c in candidates if c["resident"] > 0 and c["name"] != loading]
+    evictable.sort(key=lambda c: (c["owner"] == requester, c["round"], c["owner"], c["model"]))
+    return [c["name"] for c in evictable]
+
+
+@pytest.mark.parametrize("semantics", ["wddm", "device_wide"])
+def test_two_workers_and_the_host_contending(results, semantics):
+    r = result(results, "contention", semantics, "on")
+    rounds = r["rounds"]
+    assert len(rounds) == 50
+    worker_loads = [x for x in rounds if x["actor"] != "host"]
+    assert worker_loads and any(x["actor"] == "host" for x in rounds)
+    for x in rounds:
+        # Every load admitted and whole; nobody demoted, nothing past the card.
+        assert x["resident"] == x["size"], x
+        assert x["demoted"] == 0 and x["overcommitted"] == 0, x
+        for a in x["admissions"]:
+            assert a["granted"], x
+            assert all(s["refused"] is None for s in a["steps"]), x
+            names = [s["name"] for s in a["steps"]]
+            expected = policy_order(a["candidates"], x["actor"], x["model"])
+            assert names == expected[: len(names)], x
+    assert any(a["steps"] for x in worker_loads for a in x["admissions"])
+    assert r["demotions"] == {"count": 0, "bytes": 0}
+    assert r["peak_overcommitted"] == 0
+    # The ledger is the truth: per process, upstream's entries (stand-ins and the host's own
+    # models), the bridge's stand-ins and each worker's own ledger equal the card's bookings.
+    assert r["ledger"] == r["truth"]
+    for w in ("W1", "W2"):
+        assert r["standins"][w] == r["worker_ledgers"][w] == r["truth"][w]
+
+
+# --- the premise of the stand-in's translation ----------------------------------------------
+
+
+def test_upstream_asks_to_free_only_with_the_reserve_inside_or_everything(comfyui_dir):
+    """Tripwire for host/reserve.py's translation of upstream's requests to a stand-in
+    (``n - unseen``): it is exact only if every upstream request to ``free_memory`` carries
+    ``extra_reserved_memory()`` once (the loads) or asks for everything (``1e30``). A new caller
+    of another kind would be under-served on WDDM: re-derive the translation first."""
+    allowed = {
+        "total_memory_required[device] * 1.1 + extra_mem",
+        "minimum_memory_required",
+        "1e+30",
+    }
+    found = set()
+    for path in comfyui_dir.rglob("*.py"):
+        text = path.read_text(errors="replace")
+        if "free_memory(" not in text or "/tests" in str(path.relative_to(comfyui_dir)):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            f = node.func
+            direct = isinstance(f, ast.Name) and f.id == "free_memory"
+            via = isinstance(f, ast.Attribute) and f.attr == "free_memory"
+            if direct or (via and ast.unparse(f.value).endswith("model_management")):
+                found.add(ast.unparse(node.args[0]))
+    assert found and found <= allowed, f"upstream now asks free_memory for {found - allowed}"
+    tree = ast.parse((comfyui_dir / "comfy" / "model_management.py").read_text())
+    load = next(
+        n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "load_models_gpu"
+    )
+    assigned: dict[str, list[str]] = {}
+    for n in ast.walk(load):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(ast.unparse(n.value))
+    # extra_mem = max(inference_memory, memory_required + extra_reserved_memory()), and the
+    # minimum is extra_mem or the same form: the reserve exactly once.
+    for name in ("extra_mem", "minimum_memory_required"):
+        for value in assigned[name]:
+            once = value.count("extra_reserved_memory()") == 1 and "inference_memory" in value
+            assert once or value == "extra_mem", f"load_models_gpu's {name} is now {value!r}"

@@ -1,0 +1,459 @@
+"""Admission and the reserve on both semantics of the simulated card (device-wide and WDDM),
+against the REAL upstream ``comfy.model_management`` (ComfyUI 0.30.0, ``--cpu``) with real
+workers of tests/packs/memory-pack.
+
+Run as ``python wddm_scenarios.py SCENARIO SEMANTICS [--trace FILE]``, one fresh process per run
+(upstream's ledger is module state); prints one JSON object (``RESULT {...}``). ``SEMANTICS`` is
+``device_wide`` or ``wddm`` (the seed's measured biases). ``AIRLOCK_RESERVE=off`` in the
+environment runs the host without the published reserve. Scenarios (docs/memory.md):
+
+- ``headline``: the seed's. A worker holds 12 GiB of a 16 GiB card; the host loads 6 GiB through
+  upstream's own ``load_models_gpu``.
+- ``admission``: a worker loads through its own ``load_models_gpu``; the host admits it, freeing
+  room across an idle worker, a busy one, the requester and its own models.
+- ``contention``: two workers and the host load and reuse models for many seeded rounds.
+
+The host's reading of the fake ``cuda:0`` is its view of the card (scenario_host.py); the host
+attaches to the card first, as its CUDA context exists before any worker starts. Workers read
+theirs through the pack's own hook (tests/packs/memory-pack/sim_free.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+
+from scenario_host import (
+    CARD,
+    GIB,
+    MIB,
+    REF_KEEP,
+    LocalModel,
+    call,
+    close_all,
+    load_pack,
+    mm,
+    new_card,
+)
+
+from comfy_airlock.host.bridge import BRIDGE
+from comfy_airlock.host.reserve import RESERVE
+
+HOST = os.getpid()
+TOTAL = 16 * GIB
+
+
+class HostModel(LocalModel):
+    """A model the host loads itself through upstream's ``load_models_gpu``: not resident until
+    upstream loads it, then booked part by part."""
+
+    def __init__(self, card, name, nbytes, parts):
+        per = nbytes // parts
+        super().__init__(card, name, [[per, False] for _ in range(parts)])
+        REF_KEEP.append(self)
+
+    def partially_load(self, d, extra, force_patch_weights=False):
+        loaded = 0
+        for p in self.parts:
+            if not p[1] and loaded + p[0] <= extra:
+                p[1] = True
+                loaded += p[0]
+        self._book()
+        return loaded
+
+    def _book(self):
+        super()._book()
+        for t in TRACE:
+            t.sample()
+
+
+def host_load(model):
+    """The host's own load, as a host node does it."""
+    mm.load_models_gpu([model])
+
+
+def upstream_need(nbytes: int, reserve: int) -> int:
+    """What upstream's ``load_models_gpu`` wants free for ``nbytes`` of weights with ``reserve``
+    as ``EXTRA_RESERVED_VRAM`` (ComfyUI 0.30.0): ``1.1 x weights + max(0.8 GiB + reserve,
+    reserve)``."""
+    return int(nbytes * 1.1 + max(0.8 * GIB + reserve, reserve))
+
+
+class Trace:
+    """Free memory over time: the truth, the host's view, the reserve, each worker's view.
+
+    Sampled on a timer (for what happens in the workers on their own) and after every change
+    the host makes or asks for: its own bookings (``HostModel``) and every command to a worker
+    model (:meth:`watch`), so that each step of an eviction is a sample."""
+
+    def __init__(self, card, period=0.05):
+        self.card, self.period = card, period
+        self.t0 = time.monotonic()
+        self.workers: dict[str, int] = {}
+        self.samples: list[list] = []
+        self.marks: list[list] = []
+        self.peak_over = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        TRACE[:] = [self]
+
+    def sample(self):
+        c = self.card
+        with self._lock:
+            t = round(time.monotonic() - self.t0, 6)
+            row = [
+                c.free(),
+                c.free_seen_by(HOST),
+                int(mm.EXTRA_RESERVED_VRAM),
+                *(c.free_seen_by(p) for p in self.workers.values()),
+            ]
+            self.peak_over = max(self.peak_over, c.overcommitted())
+            if not self.samples or self.samples[-1][1:] != row:
+                self.samples.append([t, *row])
+
+    def watch(self, pack):
+        """Samples after every command the host sends to ``pack``'s models (test
+        instrumentation on the host's own object; the worker is not touched)."""
+        send = pack.model_command
+
+        def model_command(*args):
+            try:
+                return send(*args)
+            finally:
+                self.sample()
+
+        pack.model_command = model_command
+
+    def mark(self, label):
+        self.sample()
+        self.marks.append([round(time.monotonic() - self.t0, 6), label])
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.sample()
+            time.sleep(self.period)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+        TRACE.clear()
+        return {
+            # A row has a worker's column once that worker has started.
+            "columns": ["t", "true_free", "host_view", "reserve", *self.workers],
+            "samples": self.samples,
+            "marks": self.marks,
+        }
+
+
+TRACE: list[Trace] = []  # the scenario's trace, sampled by the host's own bookings
+
+
+def card_state(card):
+    return {
+        "true_free": card.free(),
+        "host_view": card.free_seen_by(HOST),
+        "overcommitted": card.overcommitted(),
+        "demotions": card.demotions_total(),
+        "reserve": int(mm.EXTRA_RESERVED_VRAM),
+    }
+
+
+def start(semantics: str):
+    card = new_card("card", TOTAL, semantics)
+    card.attach(HOST)  # the host's CUDA context exists before any worker starts
+    return card
+
+
+def worker(name: str, trace: Trace | None = None, comfy: bool = False):
+    """A worker of the memory pack under ``name``, started on the card. ``comfy``: it loads
+    through its own ComfyUI (importing it costs seconds, so only those that do)."""
+    pack = load_pack(name)
+    pid = call(pack, "setup_sim", comfy)
+    if trace is not None:
+        trace.workers[name] = pid
+        trace.watch(pack)
+    return pack, pid
+
+
+# --- a. the seed's headline ------------------------------------------------------------------
+
+HEADLINE_WORKER = [("W1", 4), ("W2", 4), ("W3", 4)]  # name, GiB (in parts of 1 GiB)
+HEADLINE_SMALL = [(f"S{i}", 2) for i in range(1, 7)]  # the same 12 GiB in six models
+HEADLINE_HOST = 6 * GIB  # in 6 parts of 1 GiB
+
+
+def scenario_headline(semantics: str):
+    """A worker holds 12 GiB of a 16 GiB card (three models of 4 GiB); the host loads 6 GiB
+    through upstream's ``load_models_gpu``."""
+    return headline(semantics, HEADLINE_WORKER)
+
+
+def scenario_headline_small(semantics: str):
+    """The headline with the worker's 12 GiB in six models of 2 GiB, each smaller than what
+    upstream asks to free: upstream detaches such a model whole without asking for a part."""
+    return headline(semantics, HEADLINE_SMALL)
+
+
+def headline(semantics: str, models: list[tuple[str, int]]):
+    card = start(semantics)
+    trace = Trace(card)
+    pack, wpid = worker("memory-pack", trace)
+    for name, gib in models:
+        call(pack, "make_model", name, gib * 1024, "cuda:0", gib, True)
+    BRIDGE.sync()
+    BRIDGE.update_reserve()
+    trace.mark("worker holds 12 GiB")
+    base = RESERVE.state()["base"]
+    base = int(mm.EXTRA_RESERVED_VRAM) if base is None else base
+    before = card_state(card)
+    worker_before = card.used_by(wpid)
+    model = HostModel(card, "H", HEADLINE_HOST, 6)
+    trace.mark("host loads 6 GiB")
+    host_load(model)
+    trace.mark("host loaded")
+    after = card_state(card)
+    worker_after = card.used_by(wpid)
+    residency = call(pack, "residency")
+    time.sleep(0.3)
+    trace.mark("end")
+    need = upstream_need(HEADLINE_HOST, base)
+    return {
+        "semantics": semantics,
+        "reserve_enabled": RESERVE.state()["enabled"],
+        "base_reserve": base,
+        "before": before,
+        "after": after,
+        "need": need,
+        "optimal_evicted": max(0, need - before["true_free"]),
+        "evicted": worker_before - worker_after,
+        "largest_model": max(g for _, g in models) * GIB,
+        "host_resident": model.loaded_size(),
+        "worker_residency": residency,
+        "worker_demotions": card.demotions(wpid),
+        "peak_overcommitted": trace.peak_over,
+        "trace": trace.stop(),
+    }
+
+
+# --- b. a worker load admitted by the host ---------------------------------------------------
+
+# Made in this order (least recently used first): A's own model is the oldest of all.
+ADMISSION_MODELS = [("A", "a0"), ("C", "c1"), ("C", "c2"), ("B", "b2"), ("B", "b1")]
+ADMISSION_MODEL = 2 * GIB  # each, in 4 parts
+ADMISSION_HOST = 4 * GIB  # in 4 parts of 1 GiB
+ADMISSION_LOAD = 10 * GIB  # A's new model, in 10 parts
+
+
+def key_names():
+    """(pack, generation, model id) -> model name, for every stand-in."""
+    return {(s.pack.name, s.generation, s.model.model_id): s.model.name for s in BRIDGE.standins()}
+
+
+def named(rows, names_by_key):
+    """Rows of an admission (steps, candidates) with the model's name."""
+    return [
+        {**r, "name": names_by_key.get((r["owner"], r["generation"], r["model"]))} for r in rows
+    ]
+
+
+def wait_for(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not reached")
+        time.sleep(0.02)
+
+
+def scenario_admission(semantics: str):
+    """Worker A loads 10 GiB through its own ``load_models_gpu`` on a card where the host holds
+    4 GiB, idle worker C two models, worker B two (one of them used by B's running node) and A
+    one: the host admits it by policy (C's, then B's free one, then A's own; B's busy one
+    never), then the residual from its own models through upstream."""
+    card = start(semantics)
+    trace = Trace(card)
+    host = HostModel(card, "H1", ADMISSION_HOST, 4)
+    host_load(host)
+    packs = {}
+    for name in ("A", "B", "C"):
+        packs[name], _ = worker(name, trace, comfy=name == "A")
+    for owner, model in ADMISSION_MODELS:
+        call(packs[owner], "make_model", model, ADMISSION_MODEL // MIB, "cuda:0", 4, True)
+    flag = Path(CARD[0].path + ".release")
+    holder = threading.Thread(
+        target=call, args=(packs["B"], "hold_in_use_until", "b1", str(flag), 120)
+    )
+    holder.start()
+    wait_for(lambda: any(s.model.name == "b1" and s.in_use for s in BRIDGE.standins("B")))
+    BRIDGE.sync()
+    names_by_key = key_names()
+    before = card_state(card)
+    trace.mark("A loads 10 GiB")
+    resident = call(packs["A"], "load_fake", "P", ADMISSION_LOAD // MIB, 10)
+    trace.mark("A loaded")
+    after = card_state(card)
+    flag.touch()
+    holder.join()
+    admission = [a for a in BRIDGE.admissions if a["pack"] == "A"][-1]
+    steps = named(admission["steps"], names_by_key)
+    residency = {n: call(p, "residency") for n, p in packs.items()}
+    trace.stop()
+    return {
+        "semantics": semantics,
+        "before": before,
+        "after": after,
+        "need": admission["need"],
+        "admission": {k: v for k, v in admission.items() if k not in ("steps", "candidates")},
+        "steps": steps,
+        "candidates": named(admission.get("candidates", []), names_by_key),
+        "loaded": resident,
+        "host_resident": host.loaded_size(),
+        "residency": residency,
+        "fakes": call(packs["A"], "fakes"),
+        "asked": call(packs["A"], "asked"),
+        "peak_overcommitted": trace.peak_over,
+    }
+
+
+# --- c. two workers and the host contending --------------------------------------------------
+
+CONTENTION_SIZES = [1, 2, 3, 4]  # GiB, in parts of 512 MiB
+CONTENTION_MAX_MODELS = 4  # per actor
+
+
+def scenario_contention(semantics: str):
+    """Two workers and the host load new models and use old ones again, in rounds chosen by a
+    seeded generator (``AIRLOCK_ROUNDS``, ``AIRLOCK_SEED``)."""
+    rounds = int(os.environ.get("AIRLOCK_ROUNDS", "50"))
+    rng = random.Random(int(os.environ.get("AIRLOCK_SEED", "1234")))
+    card = start(semantics)
+    trace = Trace(card)
+    base = int(mm.EXTRA_RESERVED_VRAM)
+    packs, pids = {}, {}
+    for name in ("W1", "W2"):
+        packs[name], pids[name] = worker(name, trace, comfy=True)
+    owned: dict[str, list[str]] = {"host": [], "W1": [], "W2": []}
+    sizes: dict[str, int] = {}
+    host_models: dict[str, HostModel] = {}
+    last_used: dict[str, int] = {}  # model -> round it was last asked for
+    log = []
+    for r in range(rounds):
+        actor = rng.choice(["host", "W1", "W2"])
+        mine = owned[actor]
+        new = not mine or (len(mine) < CONTENTION_MAX_MODELS and rng.random() < 0.5)
+        if new:
+            name = f"{actor}-{r}"
+            sizes[name] = rng.choice(CONTENTION_SIZES) * GIB
+            mine.append(name)
+        else:
+            name = rng.choice(mine)
+        seen = len(BRIDGE.admissions)
+        names_by_key = key_names()
+        used_before, demoted_before = card.used(), card.demotions_total()["bytes"]
+        free_before, view_before = card.free(), card.free_seen_by(HOST)
+        reserve_before = int(mm.EXTRA_RESERVED_VRAM)
+        resident_before = resident_of(actor, name, packs, host_models)
+        if actor == "host":
+            if new:
+                host_models[name] = HostModel(card, name, sizes[name], sizes[name] // (GIB // 2))
+            host_load(host_models[name])
+        elif new:
+            call(packs[actor], "load_fake", name, sizes[name] // MIB, sizes[name] // (GIB // 2))
+        else:
+            call(packs[actor], "use_fake", name)
+        resident = resident_of(actor, name, packs, host_models)
+        admissions = [a for a in BRIDGE.admissions[seen:] if a["pack"] == actor]
+        loaded = resident - resident_before
+        log.append(
+            {
+                "round": r,
+                "actor": actor,
+                "model": name,
+                "new": new,
+                "size": sizes[name],
+                "loaded": loaded,
+                "resident": resident,
+                "free_before": free_before,
+                "host_view_before": view_before,
+                "reserve_before": reserve_before,
+                "free_after": card.free(),
+                "evicted": used_before + loaded - card.used(),
+                "overcommitted": card.overcommitted(),
+                "demoted": card.demotions_total()["bytes"] - demoted_before,
+                "admissions": [
+                    {
+                        "granted": a["granted"],
+                        "need": a["need"],
+                        "free_before": a["free_before"],
+                        "free": a["free"],
+                        "steps": named(a["steps"], names_by_key),
+                        "candidates": [
+                            {**c, "round": last_used.get(c["name"])}
+                            for c in named(a.get("candidates", []), names_by_key)
+                        ],
+                    }
+                    for a in admissions
+                ],
+            }
+        )
+        last_used[name] = r
+    # The ledger against the card: a report from every worker first (as after any call).
+    fakes = {n: call(p, "fakes") for n, p in packs.items()}
+    BRIDGE.sync()
+    ledger = {n: 0 for n in packs} | {"host": 0}
+    for lm in mm.current_loaded_models:
+        p = lm.model
+        if p is None:
+            continue
+        owner = p.pack.name if hasattr(p, "pack") else "host"
+        ledger[owner] += int(p.loaded_size())
+    truth = {n: card.used_by(pid) for n, pid in pids.items()} | {"host": card.used_by(HOST)}
+    trace.stop()
+    return {
+        "semantics": semantics,
+        "rounds": log,
+        "ledger": ledger,
+        "truth": truth,
+        "standins": {
+            n: sum(s.loaded_size() for s in BRIDGE.standins(n) if not s.gone) for n in packs
+        },
+        "worker_ledgers": {n: sum(f.values()) for n, f in fakes.items()},
+        "demotions": card.demotions_total(),
+        "peak_overcommitted": trace.peak_over,
+        "reserve": RESERVE.state(),
+        "base_reserve": base,
+        "reserve_end": int(mm.EXTRA_RESERVED_VRAM),
+    }
+
+
+def resident_of(actor, name, packs, host_models):
+    if actor == "host":
+        m = host_models.get(name)
+        return m.loaded_size() if m is not None else 0
+    return int(call(packs[actor], "fakes").get(name, 0))
+
+
+def main():
+    scenario, semantics = sys.argv[1], sys.argv[2]
+    trace_file = None
+    if "--trace" in sys.argv:
+        trace_file = Path(sys.argv[sys.argv.index("--trace") + 1])
+    try:
+        result = globals()[f"scenario_{scenario}"](semantics)
+    finally:
+        close_all()
+    if trace_file is not None:
+        trace_file.write_text(json.dumps(result))
+    result.pop("trace", None)
+    print("RESULT " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

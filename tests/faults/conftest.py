@@ -1,0 +1,68 @@
+"""Fixtures of the fault suite: workers on the host's interpreter with the fault targets on
+their path, the leak checker, and the fault record printed as a table at the end."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import HELPERS
+
+from . import chaos
+from .leaks import LeakChecker
+
+WORKER_SIDE = Path(__file__).resolve().parent / "worker_side"
+_names = itertools.count(1)
+
+
+@pytest.fixture
+def leaks() -> LeakChecker:
+    return LeakChecker()
+
+
+@pytest.fixture
+def fault(request):
+    """``fault(title)``: a :class:`chaos.FaultRun` with this test's own seeded RNG."""
+
+    def make(title: str) -> chaos.FaultRun:
+        return chaos.FaultRun(title, random.Random(f"{chaos.SEED}:{request.node.name}"))
+
+    return make
+
+
+@pytest.fixture
+def spawn(leaks):
+    """``spawn(**kw)``: a ``comfy_airlock.Worker`` on this interpreter (numpy, no torch import
+    needed) with the fault targets importable; closed at the end of the test."""
+    import comfy_airlock
+
+    made = []
+
+    def make(**kw) -> comfy_airlock.Worker:
+        kw.setdefault("sys_path", [str(WORKER_SIDE), str(HELPERS)])
+        kw.setdefault("name", f"fault-{next(_names)}")
+        kw.setdefault("connect_timeout", 30)
+        w = comfy_airlock.Worker(sys.executable, **kw)
+        made.append(w)
+        leaks.watch(w)
+        return w
+
+    yield make
+    for w in made:
+        w.close(grace=2.0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not chaos.RUNS:
+        return
+    terminalreporter.section("fault injection")
+    for line in chaos.summary_lines():
+        terminalreporter.write_line(line)
+    out = os.environ.get("AIRLOCK_FAULT_REPORT")
+    if out:
+        Path(out).write_text(json.dumps(chaos.summary_json(), indent=2) + "\n")

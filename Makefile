@@ -59,6 +59,7 @@ bench: build
 	bash bench/setup.sh
 	$(BENCH_PY) bench/compare.py
 	$(BENCH_PY) bench/memory_plot.py --python $(PY)
+	$(VENV_ENV) $(PY) bench/eviction.py
 	$(VENV_ENV) $(PY) bench/run.py
 
 bench-quick: build

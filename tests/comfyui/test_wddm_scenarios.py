@@ -33,6 +33,8 @@ RUNS = [
     ("admission", "device_wide", "on"),
     ("contention", "wddm", "on"),
     ("contention", "device_wide", "on"),
+    ("oom", "wddm", "on"),
+    ("oom", "device_wide", "on"),
 ]
 
 
@@ -238,3 +240,22 @@ def test_upstream_asks_to_free_only_with_the_reserve_inside_or_everything(comfyu
         for value in assigned[name]:
             once = value.count("extra_reserved_memory()") == 1 and "inference_memory" in value
             assert once or value == "extra_mem", f"load_models_gpu's {name} is now {value!r}"
+
+
+# --- d. a worker's out-of-memory: the host makes room, the worker retries once ----------------
+
+
+@pytest.mark.parametrize("semantics", ["wddm", "device_wide"])
+def test_a_worker_oom_is_retried_once_after_the_host_makes_room(results, semantics):
+    r = result(results, "oom", semantics, "on")
+    # Admitted with room to spare; another process then took it, so the load ran out of
+    # memory; the worker asked again and the host evicted idle worker B's model, stopping at
+    # the minimum (3 parts of 1 GiB for a 2.6 GiB shortfall), and the one retry fit.
+    assert r["asked"] == ["admit?", "oom?"], r
+    admit, oom = r["answers"]
+    assert admit["freed"] == 0 and oom["granted"], r
+    assert oom["freed"] == 3 * GIB, r
+    assert r["b_resident"] == 3 * GIB, r
+    assert r["resident"] == 4 * GIB, r
+    assert r["after"]["overcommitted"] == 0, r
+    assert r["after"]["demotions"]["count"] == 0, r

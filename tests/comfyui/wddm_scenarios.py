@@ -328,6 +328,39 @@ CONTENTION_SIZES = [1, 2, 3, 4]  # GiB, in parts of 512 MiB
 CONTENTION_MAX_MODELS = 4  # per actor
 
 
+def scenario_oom(semantics: str):
+    """Worker A is admitted to load 4 GiB; before it loads, another process takes 7 GiB of the
+    card (the admission's room is gone), so A's load runs out of memory. A asks the host again
+    (``oom?``), the host evicts idle worker B's model, and A's one retry fits."""
+    card = start(semantics)
+    packs = {}
+    for name in ("A", "B"):
+        packs[name], _ = worker(name, comfy=name == "A")
+    call(packs["B"], "make_model", "b0", 6 * GIB // MIB, "cuda:0", 6, True)
+    BRIDGE.sync()
+    before = card_state(card)
+    resident = call(packs["A"], "load_fake_contended", "P", 4 * GIB // MIB, 4, HOST, 7 * GIB // MIB)
+    after = card_state(card)
+    asked = call(packs["A"], "asked")
+    answers = [a for a in BRIDGE.admissions if a["pack"] == "A"]
+    return {
+        "semantics": semantics,
+        "resident": resident,
+        "before": before,
+        "after": after,
+        "asked": [a["topic"] for a in asked],
+        "answers": [
+            {
+                "topic": a["topic"],
+                "granted": a["granted"],
+                "freed": sum(s["freed"] for s in a["steps"]),
+            }
+            for a in answers
+        ],
+        "b_resident": call(packs["B"], "residency")["b0"],
+    }
+
+
 def scenario_contention(semantics: str):
     """Two workers and the host load new models and use old ones again, in rounds chosen by a
     seeded generator (``AIRLOCK_ROUNDS``, ``AIRLOCK_SEED``)."""

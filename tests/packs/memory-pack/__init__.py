@@ -111,6 +111,19 @@ def use_fake(name):
     return p.loaded_size()
 
 
+def load_fake_contended(name, mib, parts, grab_pid, grab_mib):
+    """``load_fake`` where another process (``grab_pid``) takes ``grab_mib`` MiB of the card
+    between the host's admission and the load: the load runs out of memory, the worker asks
+    the host for room again and retries once."""
+    from . import fake_patcher, sim_free
+
+    sim_free.install()
+    p = fake_patcher.FakePatcher(name, mib * 1024 * 1024, parts)
+    p.grab_first = (grab_pid, grab_mib * 1024 * 1024)
+    FAKES[name] = p
+    return use_fake(name)
+
+
 def fakes():
     """Resident bytes of each fake patcher."""
     return {n: p.loaded_size() for n, p in FAKES.items()}

@@ -20,6 +20,11 @@ def _card():
     return SimGpu.open(os.environ["AIRLOCK_SIM_GPU"].split(os.pathsep)[0])
 
 
+def _booked(name):
+    tag, me = f"patcher-{name}", os.getpid()
+    return sum(n for pid, t, n in _card().bookings() if t == tag and pid == me)
+
+
 class FakePatcher:
     def __init__(self, name, nbytes, parts=4, device="cuda:0"):
         per = nbytes // parts
@@ -32,6 +37,9 @@ class FakePatcher:
         self.offload_device = torch.device("cpu")
         self.parent = None
         self.clone_base_uuid = object()
+        # (pid, bytes): at the first load, another process takes this much of the card between
+        # the host's admission and the load, which then runs out of memory, as CUDA would.
+        self.grab_first: tuple[int, int] | None = None
 
     def _book(self):
         _card().book(os.getpid(), f"patcher-{self.name}", self.loaded_size())
@@ -73,11 +81,22 @@ class FakePatcher:
         return 0
 
     def partially_load(self, device, extra_memory, force_patch_weights=False):
+        if self.grab_first is not None:
+            pid, nbytes = self.grab_first
+            self.grab_first = None
+            _card().book(pid, "grabbed-after-admission", nbytes)
         loaded = 0
         for p in self.parts:
             if not p[1] and loaded + p[0] <= extra_memory:
                 p[1] = True
                 loaded += p[0]
+        growth = self.loaded_size() - _booked(self.name)
+        if growth > _card().free():
+            # As a CUDA allocation would: nothing of this load stays.
+            for p in self.parts:
+                p[1] = False
+            self._book()
+            raise torch.OutOfMemoryError(f"simulated: no room on the card for {self.name}")
         self._book()
         return loaded
 

@@ -35,6 +35,8 @@ RUNS = [
     ("contention", "device_wide", "on"),
     ("oom", "wddm", "on"),
     ("oom", "device_wide", "on"),
+    ("idle", "wddm", "on"),
+    ("idle", "device_wide", "on"),
 ]
 
 
@@ -259,3 +261,22 @@ def test_a_worker_oom_is_retried_once_after_the_host_makes_room(results, semanti
     assert r["resident"] == 4 * GIB, r
     assert r["after"]["overcommitted"] == 0, r
     assert r["after"]["demotions"]["count"] == 0, r
+
+
+# --- e. idle workers give memory back: on time, and under pressure ---------------------------
+
+
+@pytest.mark.parametrize("semantics", ["wddm", "device_wide"])
+def test_idle_workers_release_on_time_and_under_pressure(results, semantics):
+    r = result(results, "idle", semantics, "on")
+    # On time: the idle worker's model left the card; the busy worker kept the one its
+    # running node uses.
+    assert r["timed"] == {"B": 0, "A": 2 * GIB}, r
+    assert any("b0" in m for m in r["timed_released"]), r
+    # Under pressure: from 8 GiB free to the 13 GiB floor, least recently used first, and no
+    # more than one part (512 MiB) past it, even after more heartbeats.
+    assert r["pressure_before"] == 8 * GIB, r
+    assert 13 * GIB <= r["pressure_after"] < 13 * GIB + GIB // 2, r
+    order = [x["model"] for x in r["pressure_released"]]
+    assert order[:2] == ["A#1", "A#2"], order
+    assert r["residency"]["B"]["b2"] == 2 * GIB, "the most recently used model stays"

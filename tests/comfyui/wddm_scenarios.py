@@ -361,6 +361,51 @@ def scenario_oom(semantics: str):
     }
 
 
+def scenario_idle(semantics: str):
+    """Idle release: with ``AIRLOCK_IDLE_RELEASE_S=1``, idle worker B's model leaves the card
+    while worker A, whose node runs with its model, keeps it. Then pressure: with the idle
+    timer off and ``AIRLOCK_PRESSURE_FREE_MIB`` = 13 GiB on a card with 8 GiB free, idle
+    workers' models go, least recently used first, until 13 GiB are free, and no further."""
+    card = start(semantics)
+    packs = {}
+    pids = {}
+    for name in ("A", "B"):
+        packs[name], pids[name] = worker(name)
+    call(packs["B"], "make_model", "b0", 2 * GIB // MIB, "cuda:0", 4, True)
+    call(packs["A"], "make_model", "a0", 2 * GIB // MIB, "cuda:0", 4, True)
+    BRIDGE.sync()
+    flag = Path(CARD[0].path + ".idle-release")
+    holder = threading.Thread(
+        target=call, args=(packs["A"], "hold_in_use_until", "a0", str(flag), 120)
+    )
+    os.environ["AIRLOCK_IDLE_RELEASE_S"] = "1.0"
+    holder.start()
+    wait_for(lambda: card.used_by(pids["B"]) == 0, timeout=20)
+    timed = {"B": card.used_by(pids["B"]), "A": card.used_by(pids["A"])}
+    flag.touch()
+    holder.join()
+    timed_released = [r["model"] for r in BRIDGE.released if r["why"] == "idle"]
+    os.environ["AIRLOCK_IDLE_RELEASE_S"] = "off"
+    for name, model in (("A", "a1"), ("B", "b1"), ("B", "b2")):
+        call(packs[name], "make_model", model, 2 * GIB // MIB, "cuda:0", 4, True)
+        time.sleep(0.05)  # distinct last-used times
+    BRIDGE.sync()
+    before = card.free()
+    os.environ["AIRLOCK_PRESSURE_FREE_MIB"] = str(13 * 1024)
+    wait_for(lambda: card.free() >= 13 * GIB, timeout=20)
+    time.sleep(1.0)  # a few more heartbeats: nothing more may go
+    pressure = [r for r in BRIDGE.released if r["why"] == "pressure"]
+    return {
+        "semantics": semantics,
+        "timed": timed,
+        "timed_released": timed_released,
+        "pressure_before": before,
+        "pressure_after": card.free(),
+        "pressure_released": pressure,
+        "residency": {n: call(p, "residency") for n, p in packs.items()},
+    }
+
+
 def scenario_contention(semantics: str):
     """Two workers and the host load new models and use old ones again, in rounds chosen by a
     seeded generator (``AIRLOCK_ROUNDS``, ``AIRLOCK_SEED``)."""

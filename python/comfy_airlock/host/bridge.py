@@ -21,6 +21,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from comfy_airlock.host import idle
 from comfy_airlock.host.reserve import RESERVE, current_term
 from comfy_airlock.host.standin import StandIn
 
@@ -46,6 +47,8 @@ class Bridge:
         self._reports: dict[str, dict[str, Any]] = {}
         # The last admissions answered (newest last), for status and tests.
         self.admissions: list[dict[str, Any]] = []
+        # What idle workers released (host/idle.py), newest last.
+        self.released: list[dict[str, Any]] = []
 
     # --- reports ------------------------------------------------------------------------
 
@@ -155,6 +158,11 @@ class Bridge:
                                 s.gone = True
                     continue
                 self.refresh(pack, generation, report)
+            try:
+                self.released += idle.release_idle(self)
+                del self.released[:-64]
+            except Exception as e:  # never let the policy stop the heartbeat
+                log.warning("[comfy-airlock] idle release failed: %s", e)
             self.update_reserve(shrink=RESERVE.quiet(2 * interval))
 
     def update_reserve(self, shrink: bool = False) -> None:

@@ -52,6 +52,8 @@ class IsolatedPack:
     stats: PackStats = field(default_factory=PackStats)
     # Calls in flight: a worker with none is idle (its models are evicted first).
     busy: int = 0
+    # When the last call ended (monotonic): idle workers release their models after a while.
+    idle_since: float = field(default_factory=time.monotonic)
     bridge: Bridge = BRIDGE
     _worker: Worker | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -144,6 +146,7 @@ class IsolatedPack:
             raise
         finally:
             self.busy -= 1
+            self.idle_since = time.monotonic()
             self.stats.busy_s += time.perf_counter() - t0
 
     def _on_event(self, topic: str, payload: Any) -> Any:

@@ -37,44 +37,15 @@ import types
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from comfy_airlock import _native
+
 #: The codec name under which pickled values travel (reserved: no codec may take it).
 CODEC = "airlock.pickle"
 PROTOCOL = 5
 
-#: Mirrors ``PICKLE_DENIED_MODULES`` in ``crates/airlock-env/src/policy.rs``.
-DENIED_MODULES = frozenset(
-    {
-        "_ctypes",
-        "_io",
-        "_pickle",
-        "builtins",
-        "code",
-        "codeop",
-        "comfy_airlock",
-        "copyreg",
-        "ctypes",
-        "gc",
-        "importlib",
-        "inspect",
-        "io",
-        "marshal",
-        "multiprocessing",
-        "nt",
-        "os",
-        "pickle",
-        "posix",
-        "pty",
-        "runpy",
-        "shutil",
-        "signal",
-        "socket",
-        "subprocess",
-        "sys",
-        "tempfile",
-        "types",
-        "webbrowser",
-    }
-)
+#: Modules ``pickle = [...]`` may never name: the same list the config check uses
+#: (``PICKLE_DENIED_MODULES`` in ``crates/airlock-env/src/policy.rs``).
+DENIED_MODULES = frozenset(_native.pickle_denied_modules())
 
 # Builtins a pickle of plain data may need, whose construction has no effect.
 _INERT = {

@@ -115,6 +115,12 @@ fn policy_items(py: Python<'_>, d: &Bound<'_, PyDict>, p: &WorkerPolicy) -> PyRe
 }
 
 /// Reads the config of the pack in `pack_dir`.
+/// The modules `pickle = [...]` may never name (one list for the config check and the codec).
+#[pyfunction]
+pub fn pickle_denied_modules() -> Vec<&'static str> {
+    airlock_env::PICKLE_DENIED_MODULES.to_vec()
+}
+
 #[pyfunction]
 pub fn pack_config<'py>(py: Python<'py>, pack_dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
     match PackConfig::load(&pack_dir) {

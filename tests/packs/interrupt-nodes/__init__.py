@@ -13,9 +13,7 @@ def _started(marker):
             f.write(str(time.time()))
 
 
-class AirlockSpin:
-    """Checks for a cancel every millisecond, as samplers do; writes when it saw it."""
-
+class _RunsUntilCancelled:
     @classmethod
     def INPUT_TYPES(cls):
         return {
@@ -29,6 +27,10 @@ class AirlockSpin:
     OUTPUT_NODE = True
     FUNCTION = "run"
     CATEGORY = "airlock/tests"
+
+
+class AirlockSpin(_RunsUntilCancelled):
+    """Checks for a cancel every millisecond, as samplers do; writes when it saw it."""
 
     def run(self, seconds, marker):
         _started(marker + ".started" if marker else "")
@@ -43,22 +45,8 @@ class AirlockSpin:
         return {"ui": {"text": ["finished"]}}
 
 
-class AirlockSleep:
+class AirlockSleep(_RunsUntilCancelled):
     """Never checks; SIGINT stops it."""
-
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {
-            "required": {
-                "seconds": ("FLOAT", {"default": 60.0}),
-                "marker": ("STRING", {"default": ""}),
-            }
-        }
-
-    RETURN_TYPES = ()
-    OUTPUT_NODE = True
-    FUNCTION = "run"
-    CATEGORY = "airlock/tests"
 
     def run(self, seconds, marker):
         _started(marker + ".started" if marker else "")

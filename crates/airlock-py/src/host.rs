@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use airlock_shm::PoolConfig;
 use airlock_supervisor::{
@@ -258,7 +258,7 @@ impl Worker {
         let reply = loop {
             // Bookkeeping frames (releases, segments) are absorbed by the lane; what comes
             // out is the answer or an event, and only one call is in flight.
-            let got = py.detach(|| call_lane.recv_until(Instant::now() + TICK));
+            let got = py.detach(|| call_lane.recv_within(TICK));
             match got {
                 Err(LaneError::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
                     watch.tick(py, &process);

@@ -44,38 +44,16 @@ pub fn recv_with_fds(
     buf: &mut [u8],
     fds: &mut Vec<OwnedFd>,
 ) -> std::io::Result<usize> {
-    recv_flags(sock, buf, fds, RecvFlags::CMSG_CLOEXEC)
-}
-
-/// [`recv_with_fds`] that does not block: `Ok(None)` when nothing is there yet. A caller that
-/// waits with a timeout tries this first and polls only when it would block, which saves a
-/// syscall on every message that is already waiting.
-pub fn try_recv_with_fds(
-    sock: BorrowedFd<'_>,
-    buf: &mut [u8],
-    fds: &mut Vec<OwnedFd>,
-) -> std::io::Result<Option<usize>> {
-    match recv_flags(
-        sock,
-        buf,
-        fds,
-        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
-    ) {
-        Ok(n) => Ok(Some(n)),
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-fn recv_flags(
-    sock: BorrowedFd<'_>,
-    buf: &mut [u8],
-    fds: &mut Vec<OwnedFd>,
-    flags: RecvFlags,
-) -> std::io::Result<usize> {
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS_PER_READ))];
     let mut cmsg = RecvAncillaryBuffer::new(&mut space);
-    let msg = retry(|| rustix::net::recvmsg(sock, &mut [IoSliceMut::new(buf)], &mut cmsg, flags))?;
+    let msg = retry(|| {
+        rustix::net::recvmsg(
+            sock,
+            &mut [IoSliceMut::new(buf)],
+            &mut cmsg,
+            RecvFlags::CMSG_CLOEXEC,
+        )
+    })?;
     for m in cmsg.drain() {
         if let RecvAncillaryMessage::ScmRights(received) = m {
             fds.extend(received);

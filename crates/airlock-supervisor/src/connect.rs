@@ -47,7 +47,7 @@ pub fn connect(
         Ok(framed)
     };
     let welcome = |framed: &Framed| -> Result<(u64, String), LaneError> {
-        match recv_one(framed)? {
+        match recv_one(framed, None)? {
             Message::Welcome { generation, name } => Ok((generation, name)),
             Message::Reject { reason } => Err(LaneError::Protocol(format!(
                 "the host refused this worker: {reason}"

@@ -10,13 +10,10 @@ use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use airlock_shm::{
-    PoolConfig, PoolStats, borrow_all, recv_with_fds, send_with_fds, try_recv_with_fds,
-};
+use airlock_shm::{PoolConfig, PoolStats, borrow_all, recv_with_fds, send_with_fds};
 use airlock_wire::{FrameDecoder, Message, Region, Side, encode_frame};
-use rustix::event::{PollFd, PollFlags};
 
 use crate::error::LaneError;
 use crate::rejections::{self, Rejection};
@@ -31,6 +28,9 @@ pub(crate) struct Framed {
     writer: Mutex<Vec<u8>>,
     /// The process that opened the connection; nobody else may use it.
     owner: u32,
+    /// The socket's receive timeout as last set, so that a wait with the same timeout as the
+    /// last one costs no syscall.
+    timeout: Mutex<Option<Duration>>,
 }
 
 struct Reader {
@@ -53,6 +53,7 @@ impl Framed {
             }),
             writer: Mutex::new(Vec::with_capacity(4096)),
             owner: std::process::id(),
+            timeout: Mutex::new(None),
         }
     }
 
@@ -94,17 +95,19 @@ impl Framed {
         &self,
         absorb: impl FnMut(Message, &mut VecDeque<OwnedFd>) -> Result<Option<Message>, LaneError>,
     ) -> Result<Option<Message>, LaneError> {
-        self.recv_until(absorb, None)
+        self.recv_within(absorb, None)
     }
 
-    /// [`Framed::recv`] that gives up at `deadline` with an error of kind `TimedOut`; a frame
-    /// half read by then stays in the decoder for the next call.
-    pub fn recv_until(
+    /// [`Framed::recv`] that gives up after `timeout` without a byte with an error of kind
+    /// `TimedOut`; a frame half read by then stays in the decoder for the next call. The wait
+    /// is the socket's own receive timeout: one `recvmsg` per read, no `poll`.
+    pub fn recv_within(
         &self,
         mut absorb: impl FnMut(Message, &mut VecDeque<OwnedFd>) -> Result<Option<Message>, LaneError>,
-        deadline: Option<Instant>,
+        timeout: Option<Duration>,
     ) -> Result<Option<Message>, LaneError> {
         self.check_owner()?;
+        self.set_read_timeout(timeout.map(|t| t.max(Duration::from_millis(1))))?;
         let mut r = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         let r = &mut *r;
         // Whatever the peer sent that we refuse is counted on the way out.
@@ -122,16 +125,12 @@ impl Framed {
                 r.decoder.finish()?;
                 return Ok(None);
             }
-            if let Some(deadline) = deadline {
-                // Most answers are already there: read first, poll only when it would block.
-                if self.fill(r, false)? {
-                    continue;
-                }
-                if !self.readable_before(deadline)? {
+            match self.fill(r) {
+                Err(LaneError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     return Err(LaneError::Io(std::io::ErrorKind::TimedOut.into()));
                 }
+                other => other?,
             }
-            self.fill(r, true)?;
         })();
         if let Err(e) = &got {
             rejections::count_lane(e);
@@ -159,42 +158,13 @@ impl Framed {
         Ok(())
     }
 
-    /// Waits until the socket has something to read (or is closed), or `deadline` passes.
-    fn readable_before(&self, deadline: Instant) -> Result<bool, LaneError> {
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let ts = rustix::event::Timespec {
-                tv_sec: left.as_secs() as i64,
-                tv_nsec: left.subsec_nanos() as i64,
-            };
-            let mut fds = [PollFd::new(&self.sock, PollFlags::IN)];
-            match rustix::event::poll(&mut fds, Some(&ts)) {
-                Ok(0) if left.is_zero() => return Ok(false),
-                Ok(0) => continue,
-                Ok(_) => return Ok(true),
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(LaneError::Io(e.into())),
-            }
-        }
-    }
-
-    /// One read from the socket into the decoder; without `wait`, false (and nothing read) if
-    /// the socket has nothing yet.
-    fn fill(&self, r: &mut Reader, wait: bool) -> Result<bool, LaneError> {
+    /// One read from the socket into the decoder.
+    fn fill(&self, r: &mut Reader) -> Result<(), LaneError> {
         let spare = r.decoder.spare(READ_CHUNK);
         let spare_len = spare.len();
         let mut fds = Vec::new();
-        let got = if wait {
-            recv_with_fds(self.sock.as_fd(), spare, &mut fds).map(Some)
-        } else {
-            try_recv_with_fds(self.sock.as_fd(), spare, &mut fds)
-        };
-        let n = match got {
-            Ok(Some(n)) => n,
-            Ok(None) => {
-                r.decoder.commit(0, spare_len);
-                return Ok(false);
-            }
+        let n = match recv_with_fds(self.sock.as_fd(), spare, &mut fds) {
+            Ok(n) => n,
             // Our own shutdown after the peer died looks like a reset; either way, the end.
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => 0,
             Err(e) => return Err(e.into()),
@@ -207,7 +177,7 @@ impl Framed {
         if n == 0 {
             r.eof = true;
         }
-        Ok(true)
+        Ok(())
     }
 
     pub fn shutdown(&self) {
@@ -215,7 +185,12 @@ impl Framed {
     }
 
     pub fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
-        self.sock.set_read_timeout(t)
+        let mut current = self.timeout.lock().unwrap_or_else(|p| p.into_inner());
+        if *current != t {
+            self.sock.set_read_timeout(t)?;
+            *current = t;
+        }
+        Ok(())
     }
 }
 
@@ -270,10 +245,11 @@ impl CallLane {
         self.framed.recv(|m, fds| self.shm().absorb(m, fds))
     }
 
-    /// [`CallLane::recv`] that gives up at `deadline` with an error of kind `TimedOut`.
-    pub fn recv_until(&self, deadline: Instant) -> Result<Option<Message>, LaneError> {
+    /// [`CallLane::recv`] that gives up after `timeout` without a byte, with an error of kind
+    /// `TimedOut`. Waiting with the same timeout as the last time costs no extra syscall.
+    pub fn recv_within(&self, timeout: Duration) -> Result<Option<Message>, LaneError> {
         self.framed
-            .recv_until(|m, fds| self.shm().absorb(m, fds), Some(deadline))
+            .recv_within(|m, fds| self.shm().absorb(m, fds), Some(timeout))
     }
 
     /// Leases `len` bytes of our pool for a value about to be sent.
@@ -368,11 +344,9 @@ impl ControlLane {
         self.framed.recv(|m, _| Ok(Some(m)))
     }
 
+    /// [`ControlLane::recv`] that gives up after `t` with an error of kind `TimedOut`.
     pub fn recv_timeout(&self, t: Duration) -> Result<Option<Message>, LaneError> {
-        self.framed.set_read_timeout(Some(t))?;
-        let r = self.recv();
-        self.framed.set_read_timeout(None)?;
-        r
+        self.framed.recv_within(|m, _| Ok(Some(m)), Some(t))
     }
 
     pub fn shutdown(&self) {
@@ -380,7 +354,9 @@ impl ControlLane {
     }
 }
 
-/// Reads the first frame of a fresh connection.
-pub(crate) fn recv_one(framed: &Framed) -> Result<Message, LaneError> {
-    framed.recv(|m, _| Ok(Some(m)))?.ok_or(LaneError::Closed)
+/// Reads the first frame of a fresh connection, waiting at most `timeout` (None: for ever).
+pub(crate) fn recv_one(framed: &Framed, timeout: Option<Duration>) -> Result<Message, LaneError> {
+    framed
+        .recv_within(|m, _| Ok(Some(m)), timeout)?
+        .ok_or(LaneError::Closed)
 }

@@ -488,10 +488,9 @@ fn accept_lanes(
             }
             .into());
         }
-        sock.set_read_timeout(Some(left.max(Duration::from_millis(10))))
-            .map_err(|e| SpawnError::Lane(e.into()))?;
         let framed = Framed::new(sock);
-        let h = match recv_one(&framed).map_err(SpawnError::Lane)? {
+        let wait = Some(left.max(Duration::from_millis(10)));
+        let h = match recv_one(&framed, wait).map_err(SpawnError::Lane)? {
             Message::Hello(h) => h,
             other => {
                 return Err(SpawnError::Lane(LaneError::Protocol(format!(

@@ -291,16 +291,16 @@ fn an_interrupt_reaches_a_node_that_checks_through_the_signal_page() {
     })
     .unwrap();
     // Not yet interrupted: nothing comes back.
-    let early = lane.recv_until(Instant::now() + Duration::from_millis(200));
+    let early = lane.recv_within(Duration::from_millis(200));
     assert!(
         matches!(&early, Err(LaneError::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut),
         "{early:?}"
     );
     w.interrupt(6); // another call's interrupt is not this one's
-    let still = lane.recv_until(Instant::now() + Duration::from_millis(100));
+    let still = lane.recv_within(Duration::from_millis(100));
     assert!(still.is_err(), "{still:?}");
     w.interrupt(7);
-    let got = lane.recv_until(Instant::now() + Duration::from_secs(10));
+    let got = lane.recv_within(Duration::from_secs(10));
     assert!(
         matches!(got, Ok(Some(Message::Reply { id: 7, .. }))),
         "{got:?}"
@@ -328,13 +328,13 @@ fn a_frozen_worker_is_declared_hung_and_a_long_quiet_call_is_not() {
     })
     .unwrap();
     // Busy in a call for several graces, but its control lane answers: alive.
-    let quiet = lane.recv_until(Instant::now() + Duration::from_millis(1500));
+    let quiet = lane.recv_within(Duration::from_millis(1500));
     assert!(quiet.is_err(), "{quiet:?}");
     assert!(w.is_alive() && w.verdict().is_none());
     // Frozen: nothing answers any more.
     let pid = rustix::process::Pid::from_raw(w.pid()).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
-    let got = lane.recv_until(Instant::now() + Duration::from_secs(20));
+    let got = lane.recv_within(Duration::from_secs(20));
     assert!(matches!(got, Ok(None) | Err(LaneError::Io(_))), "{got:?}");
     assert_eq!(
         w.wait_exit(Duration::from_secs(5)),

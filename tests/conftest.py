@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gc
 import os
+import stat
 import sys
+import textwrap
 from pathlib import Path
 from typing import NoReturn
 
@@ -97,3 +99,13 @@ def socket_dirs() -> list[str]:
         for d in os.listdir(b)
         if d.startswith(f"airlock-{pid}-")
     ]
+
+
+def evil_python(tmp_path, body: str) -> str:
+    """An 'interpreter' that runs our hostile script instead of the worker runtime."""
+    script = tmp_path / "evil.py"
+    script.write_text(textwrap.dedent(body))
+    wrapper = tmp_path / "evil-python"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script}\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return str(wrapper)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import subprocess
 import sys
 import textwrap
@@ -14,7 +13,7 @@ import time
 
 import pytest
 import torch
-from conftest import HELPERS, memfd_count, socket_dirs
+from conftest import HELPERS, evil_python, memfd_count, socket_dirs
 
 import comfy_airlock
 
@@ -106,37 +105,8 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _evil_python(tmp_path, body: str) -> str:
-    """An 'interpreter' that runs our hostile script instead of the worker runtime."""
-    script = tmp_path / "evil.py"
-    script.write_text(textwrap.dedent(body))
-    wrapper = tmp_path / "evil-python"
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script}\n")
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    return str(wrapper)
-
-
-def test_wrong_token_is_refused(tmp_path):
-    python = _evil_python(
-        tmp_path,
-        """
-        import os, sys
-        from comfy_airlock import _native
-        token = sys.stdin.readline().strip()
-        bad = ("0" if token[0] != "0" else "1") + token[1:]
-        try:
-            _native.connect(os.environ["AIRLOCK_SOCKET"], bad, "3.11")
-        except Exception as e:
-            print("refused:", e, file=sys.stderr, flush=True)
-        """,
-    )
-    with pytest.raises(comfy_airlock.HandshakeError, match=r"wrong token"):
-        comfy_airlock.Worker(python, name="evil-token", connect_timeout=10)
-    assert socket_dirs() == []
-
-
 def test_malformed_frame_is_rejected_and_the_worker_replaced(tmp_path):
-    python = _evil_python(
+    python = evil_python(
         tmp_path,
         """
         import os, stat, sys
@@ -166,7 +136,7 @@ def test_malformed_frame_is_rejected_and_the_worker_replaced(tmp_path):
 
 
 def test_worker_that_cannot_start_reports_its_stderr(tmp_path):
-    python = _evil_python(
+    python = evil_python(
         tmp_path, "import sys\nprint('no runtime here', file=sys.stderr)\nsys.exit(4)\n"
     )
     with pytest.raises(

@@ -5,12 +5,10 @@ socket. Each is refused with an error naming the worker and the cause, counted i
 
 from __future__ import annotations
 
-import stat
 import struct
-import sys
-import textwrap
 
 import pytest
+from conftest import evil_python
 
 import comfy_airlock
 from comfy_airlock import _native
@@ -95,18 +93,8 @@ def test_forged_release_is_refused_and_counted(spawn, leaks):
     assert leaks.check([w]) == []
 
 
-def _evil_python(tmp_path, body: str) -> str:
-    """An 'interpreter' that runs our hostile script instead of the worker runtime."""
-    script = tmp_path / "evil.py"
-    script.write_text(textwrap.dedent(body))
-    wrapper = tmp_path / "evil-python"
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script}\n")
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    return str(wrapper)
-
-
 def test_wrong_token_is_refused_and_counted(tmp_path, leaks):
-    python = _evil_python(
+    python = evil_python(
         tmp_path,
         """
         import os, sys
@@ -129,7 +117,7 @@ def test_wrong_token_is_refused_and_counted(tmp_path, leaks):
 def test_a_foreign_process_on_the_handshake_socket_is_refused_and_counted(tmp_path, leaks):
     """The spawned process hands the socket and the right token to another process (here its
     own child) and lets that one connect: SO_PEERCRED shows the wrong pid."""
-    python = _evil_python(
+    python = evil_python(
         tmp_path,
         """
         import os, subprocess, sys

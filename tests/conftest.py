@@ -33,6 +33,42 @@ def missing(what: str) -> NoReturn:
     pytest.skip(f"{what} (run `make setup`)")
 
 
+def fake_nvml_library() -> Path | None:
+    """Builds the fake NVML (if needed) and returns ``libairlock_fake_nvml.so``'s path: it
+    reports the simulated cards named by ``AIRLOCK_SIM_GPU`` (crates/airlock-fake-nvml)."""
+    import json
+    import shutil
+    import subprocess
+
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    if not os.path.exists(cargo):
+        return None
+    out = subprocess.run(
+        [cargo, "build", "-q", "-p", "airlock-fake-nvml", "--message-format=json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for line in out.splitlines():
+        msg = json.loads(line)
+        if msg.get("reason") == "compiler-artifact" and msg["target"]["name"] == (
+            "airlock_fake_nvml"
+        ):
+            for f in msg["filenames"]:
+                if f.endswith(".so"):
+                    return Path(f)
+    return None
+
+
+@pytest.fixture(scope="session")
+def fake_nvml() -> Path:
+    lib = fake_nvml_library()
+    if lib is None:
+        missing("cargo is missing: the fake NVML cannot be built")
+    return lib
+
+
 def interpreter(key: str) -> str:
     path = ENVS[key]
     if not path.exists():

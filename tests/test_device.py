@@ -3,7 +3,7 @@ over the fake ``libnvidia-ml.so.1`` (``crates/airlock-fake-nvml``) reporting it,
 resolution by UUID, and cgroup-aware host RAM.
 
 The fake library comes from ``cargo build -p airlock-fake-nvml`` (a no-op after ``cargo test
---workspace``); :func:`fake_nvml_library` asks cargo for the artifact's path, so a custom
+--workspace``); :func:`conftest.fake_nvml_library` asks cargo for the artifact's path, so a custom
 ``CARGO_TARGET_DIR`` works too.
 """
 
@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, missing
 
 from comfy_airlock import device
 from comfy_airlock.device import (
@@ -32,37 +30,6 @@ from comfy_airlock.device import (
 
 GIB = 1 << 30
 MIB = 1 << 20
-
-
-def fake_nvml_library() -> Path | None:
-    """Builds the fake NVML (if needed) and returns ``libairlock_fake_nvml.so``'s path."""
-    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
-    if not os.path.exists(cargo):
-        return None
-    out = subprocess.run(
-        [cargo, "build", "-q", "-p", "airlock-fake-nvml", "--message-format=json"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    for line in out.splitlines():
-        msg = json.loads(line)
-        if msg.get("reason") == "compiler-artifact" and msg["target"]["name"] == (
-            "airlock_fake_nvml"
-        ):
-            for f in msg["filenames"]:
-                if f.endswith(".so"):
-                    return Path(f)
-    return None
-
-
-@pytest.fixture(scope="session")
-def fake_nvml() -> Path:
-    lib = fake_nvml_library()
-    if lib is None:
-        missing("cargo is missing: the fake NVML cannot be built")
-    return lib
 
 
 @pytest.fixture

@@ -80,7 +80,29 @@ def render(status: dict[str, Any]) -> str:
         f"{_size(e['loaded'])} of {_size(e['size'])} loaded"
         for e in ledger
     ]
+    lines += _ram(status)
     return "\n".join(lines)
+
+
+def _ram(status: dict[str, Any]) -> list[str]:
+    """The pin budget (host/ram.py): its total and split, and each worker's share."""
+    ram = status.get("ram") or {}
+    if not ram:
+        return []
+    lines = [
+        "",
+        f"Pinned RAM: budget {_size(ram['budget'])} of {_size(ram['total'])} ({ram['source']}), "
+        f"{_size(ram['available'])} available; ComfyUI {_size(ram['host_pinned'])}, "
+        f"workers {_size(ram['workers_pinned'])} of {_size(ram['ceilings'])}; "
+        f"cache headroom {_size(ram['headroom'])}",
+    ]
+    lines += [
+        f"  {w['pack']}: {_size(w.get('pinned'))} pinned of {_size(w.get('pin_ceiling'))}, "
+        f"resident {_size(w.get('rss'))}"
+        for w in status["workers"]
+        if w.get("pin_ceiling") is not None
+    ]
+    return lines
 
 
 def _table(cols: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:

@@ -155,7 +155,8 @@ class Worker:
         self, generation: int, model: int, op: str, arg: float = 0.0, timeout: float = 30.0
     ) -> tuple[int, str | None, Any]:
         """Runs ``op`` ("unload", "partially_unload", "partially_load") on a model of the
-        worker of ``generation``, on the control lane. Returns ``(bytes, refusal, report)``;
+        worker of ``generation``, on the control lane ("pin_ceiling" and "cache_headroom" set
+        the worker's RAM budget instead, ``model`` unused: host/ram.py). Returns ``(bytes, refusal, report)``;
         a command for a generation that is no longer running is refused without being sent."""
         return self._native.model_command(generation, model, op, arg, timeout)
 

@@ -175,3 +175,38 @@ def test_upstream_free_memory_reading_is_still_blind_to_other_processes(comfyui_
         "a double correction; re-derive the reserve before upgrading"
     )
     assert "mem_get_info" in names, "upstream no longer reads torch.cuda.mem_get_info"
+
+
+def test_detach_is_called_by_model_unload_with_the_amount_in_memory_to_free(comfyui_dir):
+    """Tripwire for the stand-in's ``detach`` translation (docs/adr/0013): on a blind platform
+    it reads what upstream wants freed from the caller's frame, ``LoadedModel.model_unload``'s
+    ``memory_to_free`` argument. If upstream renames it or detaches from elsewhere, the stand-in
+    falls back to a full unload and the headline with small worker models over-evicts again."""
+    tree = ast.parse((comfyui_dir / "comfy" / "model_management.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "LoadedModel")
+    fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "model_unload")
+    assert "memory_to_free" in [a.arg for a in fn.args.args], (
+        "LoadedModel.model_unload no longer takes memory_to_free: StandIn.detach cannot read "
+        "upstream's request (host/standin.py _upstream_request)"
+    )
+    detaches = [
+        c
+        for c in ast.walk(fn)
+        if isinstance(c, ast.Call)
+        and isinstance(c.func, ast.Attribute)
+        and c.func.attr == "detach"
+        and isinstance(c.func.value, ast.Attribute)
+        and c.func.value.attr == "model"
+    ]
+    assert detaches, "LoadedModel.model_unload no longer calls self.model.detach"
+    assigned = {
+        t.id
+        for n in ast.walk(fn)
+        if isinstance(n, (ast.Assign, ast.AugAssign))
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(t, ast.Name)
+    }
+    assert "memory_to_free" not in assigned, (
+        "model_unload now reassigns memory_to_free before detaching: the frame read would "
+        "see a changed amount"
+    )

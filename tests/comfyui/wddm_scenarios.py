@@ -12,6 +12,10 @@ environment runs the host without the published reserve. Scenarios (docs/memory.
 - ``admission``: a worker loads through its own ``load_models_gpu``; the host admits it, freeing
   room across an idle worker, a busy one, the requester and its own models.
 - ``contention``: two workers and the host load and reuse models for many seeded rounds.
+- ``oom``, ``idle``: a worker's OOM retried once; idle workers' models released on time and
+  under pressure.
+- ``holds``: three admissions in one node, each hold given back when its load is done.
+- ``floor``: a worker's floor (its CUDA context) measured once, from NVML.
 
 The host's reading of the fake ``cuda:0`` is its view of the card (scenario_host.py); the host
 attaches to the card first, as its CUDA context exists before any worker starts. Workers read
@@ -41,6 +45,7 @@ from scenario_host import (
     new_card,
 )
 
+from comfy_airlock.host.admission import arbiter
 from comfy_airlock.host.bridge import BRIDGE
 from comfy_airlock.host.reserve import RESERVE
 
@@ -221,6 +226,11 @@ def headline(semantics: str, models: list[tuple[str, int]]):
     trace.mark("host loaded")
     after = card_state(card)
     worker_after = card.used_by(wpid)
+    # Upstream drops every worker entry it detached; those the worker kept must come back
+    # before the next call boundary (the heartbeat puts them back, host/bridge.py).
+    popped = sorted(r["name"] for r in BRIDGE.rows() if r["resident"] > 0 and not r["in_ledger"])
+    wait_for(lambda: all(r["in_ledger"] for r in BRIDGE.rows() if r["resident"] > 0), 10.0)
+    ledger = {r["name"]: r["resident"] for r in BRIDGE.rows() if r["in_ledger"]}
     residency = call(pack, "residency")
     time.sleep(0.3)
     trace.mark("end")
@@ -237,6 +247,8 @@ def headline(semantics: str, models: list[tuple[str, int]]):
         "largest_model": max(g for _, g in models) * GIB,
         "host_resident": model.loaded_size(),
         "worker_residency": residency,
+        "popped_kept": popped,
+        "ledger_after_heartbeat": ledger,
         "worker_demotions": card.demotions(wpid),
         "peak_overcommitted": trace.peak_over,
         "trace": trace.stop(),
@@ -380,7 +392,11 @@ def scenario_idle(semantics: str):
     )
     os.environ["AIRLOCK_IDLE_RELEASE_S"] = "1.0"
     holder.start()
-    wait_for(lambda: card.used_by(pids["B"]) == 0, timeout=20)
+    # The card moves inside the heartbeat's release; its record lands after it returns.
+    wait_for(
+        lambda: card.used_by(pids["B"]) == 0 and any(r["why"] == "idle" for r in BRIDGE.released),
+        timeout=20,
+    )
     timed = {"B": card.used_by(pids["B"]), "A": card.used_by(pids["A"])}
     flag.touch()
     holder.join()
@@ -508,6 +524,62 @@ def scenario_contention(semantics: str):
         "reserve": RESERVE.state(),
         "base_reserve": base,
         "reserve_end": int(mm.EXTRA_RESERVED_VRAM),
+        "arbiter": arbiter().stats(),
+    }
+
+
+def scenario_holds(semantics: str):
+    """Admission holds (host/admission.py): one node of worker A loads three models of 3 GiB in
+    turn on a card with 12 GiB free. Each admission holds its bytes until the worker says that
+    load is done, so the next one, in the same call, counts nothing twice: none is held, none
+    evicts anything, all are granted; at the end no hold is left."""
+    card = start(semantics)
+    pack, _ = worker("A", comfy=True)
+    call(pack, "make_model", "pad", 4 * GIB // MIB, "cuda:0", 4, True)
+    BRIDGE.sync()
+    seen = len(BRIDGE.admissions)
+    resident = call(pack, "load_fakes", [[f"m{i}", 3 * GIB // MIB, 3] for i in range(3)])
+    answers = [a for a in BRIDGE.admissions[seen:] if a["pack"] == "A"]
+    return {
+        "semantics": semantics,
+        "resident": resident,
+        "answers": [
+            {k: a.get(k) for k in ("topic", "granted", "held", "need", "free_before", "hold")}
+            | {"steps": len(a["steps"])}
+            for a in answers
+        ],
+        "arbiter": arbiter().stats(),
+        "free_after": card.free(),
+    }
+
+
+FLOOR_CONTEXT = 300 * MIB
+
+
+def scenario_floor(semantics: str):
+    """The worker's floor (worker/floor.py): a worker starts on the card with a 300 MiB CUDA
+    context (booked by the test pack, as a real context occupies the card) and then holds two
+    models. Its floor is measured once, from NVML (the fake library reporting the card), on
+    the first report after its context exists, and stays; the card's bookings of the worker
+    equal its floor plus its models. Under WDDM, NVML reports no per-process memory."""
+    card = start(semantics)
+    pack, pid = worker("F")
+    before_context = call(pack, "report")["floor"]
+    call(pack, "book_context", FLOOR_CONTEXT // MIB)
+    after_context = call(pack, "report")["floor"]
+    call(pack, "make_model", "f0", 2048, "cuda:0", 2, True)
+    call(pack, "make_model", "f1", 1024, "cuda:0", 1, True)
+    report = call(pack, "report")
+    BRIDGE.sync()
+    return {
+        "semantics": semantics,
+        "context": FLOOR_CONTEXT,
+        "before_context": before_context,
+        "after_context": after_context,
+        "after_models": report["floor"],
+        "host_sees": (BRIDGE.last_report("F") or {}).get("floor"),
+        "models_resident": sum(r["resident"] for r in report["models"]),
+        "booked": card.used_by(pid),
     }
 
 

@@ -421,9 +421,11 @@ impl Worker {
     }
 
     /// Runs a model command in the worker of `generation`: `op` is "unload",
-    /// "partially_unload" (`arg` bytes) or "partially_load" (`arg` the budget). Returns
-    /// `(bytes, refusal, report)`: `refusal` is a reason when nothing was done. A command for
-    /// a generation that is not running is refused here and never sent.
+    /// "partially_unload" (`arg` bytes), "partially_load" (`arg` the budget), or, for the
+    /// worker rather than a model (`model` unused), "pin_ceiling" or "cache_headroom" (`arg`
+    /// bytes: host/ram.py). Returns `(bytes, refusal, report)`: `refusal` is a reason when
+    /// nothing was done. A command for a generation that is not running is refused here and
+    /// never sent.
     #[pyo3(signature = (generation, model, op, arg=0.0, timeout=30.0))]
     fn model_command<'py>(
         &self,
@@ -440,6 +442,12 @@ impl Worker {
                 bytes: arg.max(0.0) as u64,
             },
             "partially_load" => ModelOp::PartiallyLoad { extra: arg },
+            "pin_ceiling" => ModelOp::PinCeiling {
+                bytes: arg.max(0.0) as u64,
+            },
+            "cache_headroom" => ModelOp::CacheHeadroom {
+                bytes: arg.max(0.0) as u64,
+            },
             other => {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "unknown model command {other:?}"

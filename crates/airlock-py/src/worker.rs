@@ -140,7 +140,8 @@ impl WorkerLink {
     /// Installs `handler(model, op, arg) -> (freed_or_loaded | None, refusal | None, report)`
     /// for model commands. It runs on the control thread, taking the GIL between the running
     /// node's bytecodes; `op` is "unload", "partially_unload" (arg: bytes) or
-    /// "partially_load" (arg: the budget as upstream passes it).
+    /// "partially_load" (arg: the budget as upstream passes it), or "pin_ceiling" /
+    /// "cache_headroom" (arg: bytes; for the worker, not a model: worker/ram.py).
     fn set_model_handler(&self, py: Python<'_>, handler: Py<PyAny>) {
         self.control.set_handler(Arc::new(PyModelHandler {
             handler,
@@ -362,6 +363,8 @@ impl ModelHandler for PyModelHandler {
                 ModelOp::Unload => ("unload", 0.0),
                 ModelOp::PartiallyUnload { bytes } => ("partially_unload", bytes as f64),
                 ModelOp::PartiallyLoad { extra } => ("partially_load", extra),
+                ModelOp::PinCeiling { bytes } => ("pin_ceiling", bytes as f64),
+                ModelOp::CacheHeadroom { bytes } => ("cache_headroom", bytes as f64),
             };
             let refused = |reason: String| (ModelOutcome::Refused { reason }, Value::None);
             let out = match self.handler.bind(py).call1((model, name, arg)) {

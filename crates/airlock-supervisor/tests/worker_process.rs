@@ -132,6 +132,9 @@ impl ModelHandler for FakeModels {
             (_, ModelOp::PartiallyLoad { extra }) => ModelOutcome::Done {
                 bytes: extra.max(0.0) as u64,
             },
+            (_, ModelOp::PinCeiling { .. } | ModelOp::CacheHeadroom { .. }) => {
+                ModelOutcome::Done { bytes: 0 }
+            }
         };
         (outcome, Value::Str(format!("after {model}")))
     }

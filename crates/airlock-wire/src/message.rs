@@ -48,6 +48,12 @@ pub enum ModelOp {
     /// `partially_load(_, extra)`: `1e32` everything, `0.1` almost nothing, a byte budget, or
     /// a negative amount to shrink by.
     PartiallyLoad { extra: f64 },
+    /// Not a model: the worker's share of the host's pin budget, its own
+    /// `MAX_PINNED_MEMORY`; it frees registrations down to it (the model id is unused).
+    PinCeiling { bytes: u64 },
+    /// Not a model: the host's RAM cache headroom (`RAM_CACHE_HEADROOM`), which sets the
+    /// floor of available RAM the worker's own pin budget keeps (the model id is unused).
+    CacheHeadroom { bytes: u64 },
 }
 
 /// How a worker answered a [`ModelOp`].

@@ -222,6 +222,8 @@ fn model_op() -> impl Strategy<Value = ModelOp> {
         any::<u64>().prop_map(|bytes| ModelOp::PartiallyUnload { bytes }),
         // Finite extras only: NaN never equals itself, and the host never sends one.
         (-1e33f64..1e33f64).prop_map(|extra| ModelOp::PartiallyLoad { extra }),
+        any::<u64>().prop_map(|bytes| ModelOp::PinCeiling { bytes }),
+        any::<u64>().prop_map(|bytes| ModelOp::CacheHeadroom { bytes }),
     ]
 }
 

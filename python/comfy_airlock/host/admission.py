@@ -77,23 +77,34 @@ class Card:
 
 
 def answer(bridge: Bridge, pack: IsolatedPack, topic: str, request: dict[str, Any]) -> dict:
-    """Frees room for ``request`` (``device``, ``need``, ``minimum``, ``models``)."""
+    """Frees room for ``request`` (``device``, ``need``, ``minimum``, ``models``). A granted
+    admission leaves a hold of ``need`` bytes that later decisions count as taken until the
+    worker says its load is done (:func:`release`), or its call ends."""
     need = int(request["need"])
     card = Card(str(request["device"]))
     before = card.true_free()
     result: dict[str, Any] = {"topic": topic, "need": need, "free_before": before, "steps": []}
-    if before < need:
+    held = int(arbiter().stats()["held_bytes"])
+    if before - held < need:
         bridge.sync()
-        loading = {int(m) for m in request.get("models") or ()}
-        cands = _candidates(bridge, pack, card, loading)
-        outcome = arbiter().free_room(need, cands, card.true_free, _evicter(bridge))
+    loading = {int(m) for m in request.get("models") or ()}
+    cands = _candidates(bridge, pack, card, loading) if before - held < need else []
+    outcome = arbiter().free_room(need, cands, card.true_free, _evicter(bridge), hold=True)
+    if cands:
         result["candidates"] = cands  # the snapshot phase one decided on
-        result["steps"] = outcome.get("steps", [])
+    result["steps"] = outcome.get("steps", [])
+    result["held"] = int(outcome["held"])
+    hold = outcome["hold"]
+    if hold is None:
         bridge.sync()
-        if card.true_free() < need:
-            _upstream_residual(bridge, card, need)
+        # What earlier admissions hold is promised to their loads: upstream frees for it too.
+        _upstream_residual(bridge, card, need + int(outcome["held"]))
+        hold = arbiter().free_room(need, [], card.true_free, _evicter(bridge), hold=True)["hold"]
     result["free"] = card.true_free()
-    result["granted"] = result["free"] >= need
+    result["granted"] = hold is not None
+    result["hold"] = hold
+    if hold is not None:
+        pack.holds.append(hold)
     bridge.note_admission(pack.name, result)
     if not result["granted"]:
         log.info(
@@ -104,6 +115,16 @@ def answer(bridge: Bridge, pack: IsolatedPack, topic: str, request: dict[str, An
             result["free"],
         )
     return result
+
+
+def release(pack: IsolatedPack, holds: list[int] | None = None) -> None:
+    """Gives back ``pack``'s admission holds: ``holds`` (the worker's load is done or failed),
+    or all of them (its call ended, or its worker died)."""
+    mine = pack.holds
+    for h in list(mine if holds is None else holds):
+        if h in mine:
+            mine.remove(h)
+            arbiter().release(int(h))
 
 
 def _candidates(

@@ -8,7 +8,9 @@ holds its model, and drops ours when the model is gone or its worker generation 
 Upstream walks ``current_loaded_models`` by index (``free_memory`` collects indices, then pops
 them), so the list is changed only on the thread that runs ComfyUI's prompts, at call
 boundaries (:meth:`Bridge.reconcile`, :meth:`Bridge.sync`); the heartbeat thread changes numbers
-and marks dead workers' stand-ins as holding nothing, and queues the rest. The only writes into
+and marks dead workers' stand-ins as holding nothing, and queues the rest. The one exception is
+an append, which moves no index: the heartbeat puts back a stand-in upstream dropped while its
+worker kept the model (ADR 0013). The only writes into
 the host's ComfyUI are these entries.
 """
 
@@ -21,7 +23,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from comfy_airlock.host import idle
+from comfy_airlock.host import idle, ram
 from comfy_airlock.host.reserve import RESERVE, current_term
 from comfy_airlock.host.standin import StandIn
 
@@ -86,11 +88,13 @@ class Bridge:
                 if s.resident <= 0:
                     continue
                 seen.add(key)
+                s.kept = False
                 if not _registered(mm, s):
                     _insert(mm, s)
             for key in [k for k in self._standins if k[0] == pack.name and k not in seen]:
                 self._drop(mm, key)
         self.update_reserve(shrink=True)
+        self.update_ram()
         self._ensure_heartbeat()
 
     def sync(self) -> None:
@@ -158,12 +162,41 @@ class Bridge:
                                 s.gone = True
                     continue
                 self.refresh(pack, generation, report)
+            self._restore_kept()
             try:
                 self.released += idle.release_idle(self)
                 del self.released[:-64]
             except Exception as e:  # never let the policy stop the heartbeat
                 log.warning("[comfy-airlock] idle release failed: %s", e)
             self.update_reserve(shrink=RESERVE.quiet(2 * interval))
+            self.update_ram()
+
+    def _restore_kept(self) -> None:
+        """Puts back the stand-ins upstream dropped while their worker kept the model (a
+        ``detach`` translated on a blind platform, standin.py), so that upstream can evict them
+        again before the next call boundary. Off ComfyUI's thread, so by appending: the one
+        change to the list that moves no index upstream may be holding (docs/adr/0013)."""
+        mm = _mm()
+        if mm is None:
+            return
+        with self._lock:
+            for s in self._standins.values():
+                if not s.kept or _registered(mm, s):
+                    continue  # still listed: upstream's loop has not popped it yet
+                s.kept = False
+                if not s.gone and s.resident > 0:
+                    _insert(mm, s, at_end=True)
+
+    def update_ram(self) -> None:
+        """Splits the pin budget again from the latest reports (host/ram.py)."""
+        try:
+            ram.RAM.update(self)
+        except Exception as e:  # never let the RAM split break a call or the heartbeat
+            log.warning("[comfy-airlock] RAM budget not updated: %s", e)
+
+    def packs(self) -> list[IsolatedPack]:
+        with self._lock:
+            return list(self._packs.values())
 
     def update_reserve(self, shrink: bool = False) -> None:
         """Publishes the reserve for the host's blind view (a no-op where it is not blind).
@@ -241,8 +274,9 @@ def _registered(mm: Any, s: StandIn) -> bool:
     return any(lm.model is s for lm in mm.current_loaded_models)
 
 
-def _insert(mm: Any, s: StandIn) -> None:
-    """As upstream registers a model: a LoadedModel that went through model_load, at the front.
+def _insert(mm: Any, s: StandIn, at_end: bool = False) -> None:
+    """As upstream registers a model: a LoadedModel that went through model_load, at the front
+    (most recently used), or ``at_end`` where the list may be walked by index on another thread.
     The worker has loaded it already, so the load asked of the stand-in is skipped."""
     lm = mm.LoadedModel(s)
     s.registering = True
@@ -250,7 +284,10 @@ def _insert(mm: Any, s: StandIn) -> None:
         lm.model_load()
     finally:
         s.registering = False
-    mm.current_loaded_models.insert(0, lm)
+    if at_end:
+        mm.current_loaded_models.append(lm)
+    else:
+        mm.current_loaded_models.insert(0, lm)
 
 
 BRIDGE = Bridge()

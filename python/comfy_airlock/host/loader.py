@@ -184,7 +184,10 @@ def memory_status() -> dict[str, Any]:
         w["held"] = sum(int(r["resident"]) for r in rows if r["device"] != "cpu")
         w["reserved"] = report.get("reserved")
         w["floor"] = report.get("floor")
-    return {"workers": workers, "ledger": ledger_rows()}
+        w["rss"] = report.get("rss")
+    from comfy_airlock.host.ram import RAM
+
+    return {"workers": workers, "ledger": ledger_rows(), "ram": dict(RAM.state)}
 
 
 _ROUTES_DONE = False

@@ -14,7 +14,7 @@ from typing import Any
 
 from comfy_airlock import sandbox
 from comfy_airlock._native import CallInterrupted
-from comfy_airlock.host import comfy_state
+from comfy_airlock.host import comfy_state, ram
 from comfy_airlock.host.bridge import BRIDGE, Bridge
 from comfy_airlock.host.timing import Timing
 from comfy_airlock.host.worker_env import worker_env
@@ -54,6 +54,9 @@ class IsolatedPack:
     busy: int = 0
     # When the last call ended (monotonic): idle workers release their models after a while.
     idle_since: float = field(default_factory=time.monotonic)
+    # Admission holds of loads not yet done (host/admission.py), given back when the worker
+    # says the load is done, or when no call is in flight any more.
+    holds: list[int] = field(default_factory=list)
     bridge: Bridge = BRIDGE
     _worker: Worker | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -128,6 +131,7 @@ class IsolatedPack:
         t0 = time.perf_counter()
         self.stats.calls += 1
         self.bridge.sync()
+        ram.RAM.push_headroom(self)
         self.busy += 1
         try:
             if not node:
@@ -147,12 +151,18 @@ class IsolatedPack:
         finally:
             self.busy -= 1
             self.idle_since = time.monotonic()
+            if self.busy == 0 and self.holds:
+                from comfy_airlock.host import admission
+
+                admission.release(self)
             self.stats.busy_s += time.perf_counter() - t0
 
     def _on_event(self, topic: str, payload: Any) -> Any:
-        if topic in ("admit?", "oom?"):
+        if topic in ("admit?", "oom?", "loaded"):
             from comfy_airlock.host import admission
 
+            if topic == "loaded":
+                return admission.release(self, list((payload or {}).get("holds") or ()))
             return admission.answer(self.bridge, self, topic, payload)
         if topic == "telemetry":
             w = self._worker
@@ -172,12 +182,17 @@ class IsolatedPack:
         return w is not None and w.alive and w.generation == generation
 
     def model_command(
-        self, generation: int, model: int, op: str, arg: float
+        self, generation: int, model: int, op: str, arg: float, timeout: float = 30.0
     ) -> tuple[int, str | None, Any]:
         w = self._worker
         if w is None:
             return 0, "no worker", None
-        return w.model_command(generation, model, op, arg)
+        return w.model_command(generation, model, op, arg, timeout)
+
+    def generation(self) -> int | None:
+        """The running worker's generation (None: no process running)."""
+        w = self._worker
+        return w.generation if w is not None and w.alive else None
 
     def heartbeat(self) -> tuple[int | None, Any]:
         w = self._worker
@@ -223,6 +238,9 @@ class IsolatedPack:
             "torch": (info or {}).get("torch"),
             "numpy": (info or {}).get("numpy"),
             "rss_mib": _rss_mib(pid),
+            # Host RAM it page-locked (its report) and its ceiling (host/ram.py).
+            "pinned": (self.bridge.last_report(self.name) or {}).get("pinned"),
+            "pin_ceiling": ram.RAM.ceiling(self.name),
             "calls": self.stats.calls,
             "errors": self.stats.errors,
             "busy_s": round(self.stats.busy_s, 3),

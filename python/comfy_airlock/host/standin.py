@@ -4,7 +4,8 @@ Upstream ComfyUI's memory manager (``free_memory``, ``load_models_gpu``, ``unloa
 duck-types the patcher of each entry; a stand-in has exactly that surface (see
 ``docs/adr/0007-memory-bridge.md`` and the drift canary in ``tests/comfyui``) and obeys its
 arguments: ``detach(unpatch_all=False)`` moves nothing and sends nothing, ``detach(True)``
-unloads fully, ``partially_unload`` returns the bytes the worker really freed (measured after it
+unloads fully (on a blind platform, only what upstream's request still lacks: ADR 0013),
+``partially_unload`` returns the bytes the worker really freed (measured after it
 emptied its allocator cache, because upstream re-reads free memory right after), and
 ``partially_load`` passes upstream's budget through unchanged (``1e32``, ``0.1``, bytes, or a
 negative amount to shrink by).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,20 @@ if TYPE_CHECKING:
     from comfy_airlock.host.pack import IsolatedPack
 
 log = logging.getLogger("comfy_airlock")
+
+
+def _upstream_request() -> float | None:
+    """What upstream's ``LoadedModel.model_unload`` was asked to free when it called
+    :meth:`StandIn.detach`, read from its frame; None from anywhere else (``unload_all_models``,
+    a clone, a future upstream that no longer passes it: then detach unloads fully, which
+    errs towards evicting more, never towards over-admission; the drift canary checks it)."""
+    frame = sys._getframe(2)  # 0: here, 1: detach, 2: its caller
+    if frame.f_code.co_name != "model_unload":
+        return None
+    if frame.f_globals.get("__name__") != "comfy.model_management":
+        return None
+    asked = frame.f_locals.get("memory_to_free")
+    return float(asked) if isinstance(asked, (int, float)) else None
 
 
 class ModelHandle:
@@ -71,6 +87,8 @@ class StandIn:
         self.registering = False
         # The worker died or was replaced: nothing is resident any more, nothing is sent.
         self.gone = False
+        # Upstream detached it but the worker keeps (part of) it: the bridge re-inserts it.
+        self.kept = False
 
     # --- what upstream reads ------------------------------------------------------------
 
@@ -136,8 +154,27 @@ class StandIn:
     def detach(self, unpatch_all: bool = True) -> None:
         # unpatch_all=False is upstream re-registering a clone: the weights stay where they
         # are, so nothing may move and nothing is sent.
-        if unpatch_all:
-            self._command("unload", 0.0)
+        if not unpatch_all:
+            return
+        # Upstream detaches a model smaller than what it still wants freed without saying how
+        # much that is; on a blind platform its reading never moves while workers free memory,
+        # so it would detach every worker model in turn. Its request is the caller's argument
+        # (``LoadedModel.model_unload(memory_to_free)``): translated as ``partially_unload``
+        # is, this model gives only what the truth still lacks (docs/adr/0013). Device-wide,
+        # ``unseen`` is 0 and this is a full unload, as asked.
+        asked = _upstream_request()
+        if asked is not None:
+            from comfy_airlock.host.reserve import RESERVE
+
+            unseen = RESERVE.unseen(self.load_device)
+            want = asked - unseen
+            if unseen > 0 and want < self.loaded_size():
+                # Upstream drops the entry all the same; the bridge puts it back (kept).
+                self.kept = True
+                if want > 0:
+                    self._command("partially_unload", want)
+                return
+        self._command("unload", 0.0)
 
     # --- ours ---------------------------------------------------------------------------
 

@@ -132,8 +132,7 @@ def admitted_load(original: Any, id_for: Any) -> Any:
         now = time.time()
         for i in ids:
             LAST_USED[i] = now
-        for device, (need, minimum) in wanted.items():
-            ask("admit?", device, need, minimum, ids)
+        answers = [ask("admit?", d, need, minimum, ids) for d, (need, minimum) in wanted.items()]
 
         def load():
             with corrected_reserve(mm, list(wanted)):
@@ -146,16 +145,36 @@ def admitted_load(original: Any, id_for: Any) -> Any:
                 )
 
         try:
-            return load()
-        except Exception as e:
-            if not _is_oom(e) or not wanted:
-                raise
-            log.warning("out of memory loading %d model(s); asking the host for room", len(ids))
-            for device, (need, minimum) in wanted.items():
-                ask("oom?", device, need, minimum, ids)
-            return load()
+            try:
+                return load()
+            except Exception as e:
+                if not _is_oom(e) or not wanted:
+                    raise
+                log.warning("out of memory loading %d model(s); asking the host for room", len(ids))
+                _loaded(answers)  # the failed attempt's bytes will never be on the card
+                answers.clear()
+                for device, (need, minimum) in wanted.items():
+                    answers.append(ask("oom?", device, need, minimum, ids))
+                return load()
+        finally:
+            _loaded(answers)
 
     return load_models_gpu
+
+
+def _loaded(answers: list[dict[str, Any]]) -> None:
+    """The load the host admitted is done (or failed): its bytes are on the card now (or never
+    will be), so the host gives back the admission's hold at once (host/admission.py), not at
+    the end of the node."""
+    holds = [a["hold"] for a in answers if isinstance(a, dict) and a.get("hold") is not None]
+    if not holds:
+        return
+    from comfy_airlock.worker import runtime
+
+    try:
+        runtime.emit("loaded", {"holds": holds})
+    except Exception as e:  # outside a call: the host releases at the end of the call anyway
+        log.debug("could not tell the host the load is done: %s", e)
 
 
 def _is_oom(e: BaseException) -> bool:

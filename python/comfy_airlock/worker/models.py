@@ -30,6 +30,8 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
+from comfy_airlock.worker import floor, ram
+
 _LOCK = threading.RLock()
 _IDS = itertools.count(1)
 _SEQ = itertools.count(1)
@@ -283,7 +285,16 @@ def report() -> dict[str, Any]:
                     "in_use": m.in_use > 0,
                 }
             )
-    return {"pid": os.getpid(), "reserved": _reserved(), "models": rows}
+    return {
+        "pid": os.getpid(),
+        "reserved": _reserved(),
+        "models": rows,
+        # Host RAM (worker/ram.py): its page-locked bytes and resident set.
+        "pinned": ram.pinned(),
+        "rss": ram.rss(),
+        # Device memory no model accounts for, measured once (worker/floor.py); None before.
+        "floor": floor.floor(lambda: sum(r["resident"] for r in rows if r["device"] != "cpu")),
+    }
 
 
 def publish() -> dict[str, Any]:
@@ -327,6 +338,8 @@ def execute(model: int, op: str, arg: float) -> tuple[int | None, str | None, di
 
 
 def _execute(model: int, op: str, arg: float) -> tuple[int | None, str | None, dict[str, Any]]:
+    if op in ("pin_ceiling", "cache_headroom"):  # for the worker, not a model
+        return ram.command(op, arg), None, publish()
     with _LOCK:
         if model in _MODULES:
             m = _MODULES[model]
@@ -378,8 +391,8 @@ def end_call() -> dict[str, Any] | None:
     global _CALL_USED, _LAST_SENT
     _CALL_USED = None
     r = publish()
-    if r == _LAST_SENT:
-        return None
+    if _LAST_SENT is not None and {**r, "rss": None} == {**_LAST_SENT, "rss": None}:
+        return None  # the resident set alone moves at every call: the heartbeat carries it
     _LAST_SENT = r
     return r
 

@@ -53,15 +53,17 @@ def _resolve(target: str) -> Callable[..., Any]:
     """The callable for ``target``, wrapped so that what the worker holds after the call
     reaches the host's ledger before the reply (see :mod:`comfy_airlock.worker.models`)."""
     fn = _lookup(target)
-    from comfy_airlock.worker import models
+    from comfy_airlock.worker import models, ram
 
     def call(*args: Any, **kwargs: Any) -> Any:
         tracked = models.active()
         if tracked:
             models.begin_call()
+        ram.enter()
         try:
             return fn(*args, **kwargs)
         finally:
+            ram.leave()
             # A call may register the first model: then it reports too.
             report = models.end_call() if tracked or models.active() else None
             if _link is not None and report is not None:

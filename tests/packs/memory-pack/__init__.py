@@ -129,6 +129,98 @@ def fakes():
     return {n: p.loaded_size() for n, p in FAKES.items()}
 
 
+# --- the stress test (tests/comfyui/stress_scenario.py): one node per call ----------------------
+
+
+def _answers_since(mark):
+    """What this worker asked the host since ``mark`` (the last entry before the node ran):
+    topic and the host's ``granted`` (True, False, or None for no answer)."""
+    from comfy_airlock.worker import admission
+
+    out = []
+    for a in reversed(admission.ASKED):
+        if a is mark:
+            break
+        out.append({"topic": a["topic"], "granted": (a.get("answer") or {}).get("granted")})
+    return out[::-1]
+
+
+def _node(body):
+    from comfy_airlock.worker import admission
+
+    from . import sim_free
+
+    sim_free.install()
+    mark = admission.ASKED[-1] if admission.ASKED else None
+    resident = body()
+    return {"resident": resident, "asked": _answers_since(mark)}
+
+
+def stress_load(name, mib, parts, hold_s=0.0):
+    """A node loading model ``name`` (new: ``mib`` MiB in ``parts``; else the one it has)
+    through this worker's ``load_models_gpu``, then computing with it for ``hold_s`` seconds."""
+    from . import fake_patcher
+
+    def body():
+        import time
+
+        import comfy.model_management
+
+        if name not in FAKES:
+            if not mib:
+                raise KeyError(f"this worker has no model {name!r}")
+            FAKES[name] = fake_patcher.FakePatcher(name, mib * 1024 * 1024, parts)
+        comfy.model_management.load_models_gpu([FAKES[name]])
+        time.sleep(hold_s)
+        return FAKES[name].loaded_size()
+
+    return _node(body)
+
+
+def stress_pair(held, name, mib, parts):
+    """A node that uses ``held`` and, with it still in use, loads ``name`` (new when ``mib``):
+    the host's admission for the second load must not take the first away."""
+    from . import fake_patcher
+
+    def body():
+        import comfy.model_management
+
+        comfy.model_management.load_models_gpu([FAKES[held]])
+        if name not in FAKES:
+            if not mib:
+                raise KeyError(f"this worker has no model {name!r}")
+            FAKES[name] = fake_patcher.FakePatcher(name, mib * 1024 * 1024, parts)
+        comfy.model_management.load_models_gpu([FAKES[name]])
+        return FAKES[name].loaded_size()
+
+    return _node(body)
+
+
+def drop_fake(name):
+    """The pack lets go of a model, as a node dropping its last reference does: its weights
+    leave the card with the object, and upstream's finalizer (``cleanup_models``) takes its
+    entry out of this worker's ledger."""
+    FAKES.pop(name).detach(True)  # a fake's weights are bookings: released with it
+    return True
+
+
+def stress_state():
+    """Each fake patcher's resident bytes and whether this worker's own ledger lists it (a
+    resident model it does not list is invisible to the host); the card's bookings of this
+    process."""
+    import comfy.model_management as mm
+
+    from comfy_airlock.device import SimGpu
+
+    listed = {id(lm.model) for lm in mm.current_loaded_models if lm.model is not None}
+    return {
+        "pid": os.getpid(),
+        "fakes": {n: p.loaded_size() for n, p in FAKES.items()},
+        "listed": {n: id(p) in listed for n, p in FAKES.items()},
+        "booked": SimGpu.from_env().used_by(os.getpid()),
+    }
+
+
 def asked():
     """The admissions and OOM retries this worker asked the host for."""
     from comfy_airlock.worker import admission
@@ -221,3 +313,63 @@ class MemoryPackOOM:
 
 
 NODE_CLASS_MAPPINGS = {"MemoryPackNode": MemoryPackNode, "MemoryPackOOM": MemoryPackOOM}
+
+
+PINNED = {}
+
+
+def pin_setup():
+    """Pinning on, as upstream enables it on an NVIDIA machine (fake_pins.py: the simulated GPU
+    edge); returns upstream's ceiling. Call it before anything else imports ComfyUI here."""
+    from . import fake_pins
+
+    return fake_pins.enable()
+
+
+def pin(name, mib, parts=4):
+    """A model with ``mib`` MiB of host RAM registered as pinned through upstream's budget,
+    in this worker's own ``current_loaded_models``; returns the bytes registered."""
+    import comfy.model_management as mm
+
+    from . import fake_pins
+
+    p = fake_pins.PinnedModel(name, mib * 1024 * 1024, parts)
+    PINNED[name] = p
+    mm.current_loaded_models.append(mm.LoadedModel(p))
+    return p.register()
+
+
+def pin_state():
+    """This worker's ComfyUI pin state: its ceiling, registered total, cache headroom, and
+    what each pinned model still holds."""
+    import comfy.memory_management
+    import comfy.model_management as mm
+
+    return {
+        "max": int(mm.MAX_PINNED_MEMORY),
+        "total": int(mm.TOTAL_PINNED_MEMORY),
+        "headroom": int(comfy.memory_management.RAM_CACHE_HEADROOM),
+        "models": {n: p.pinned() for n, p in PINNED.items()},
+    }
+
+
+def book_context(mib):
+    """This worker's CUDA context, as a real one occupies the card: ``mib`` booked under its
+    own tag, which no model of the worker accounts for (the worker's floor)."""
+    from comfy_airlock.device import SimGpu
+
+    SimGpu.from_env().book(os.getpid(), "cuda-context", mib * 1024 * 1024)
+    return os.getpid()
+
+
+def report():
+    """What this worker reports to the host now (worker/models.py)."""
+    from comfy_airlock.worker import models
+
+    return models.report()
+
+
+def load_fakes(specs):
+    """One node loading several new fake patchers in turn (``[name, mib, parts]`` each), each
+    through this worker's own ``load_models_gpu``; returns their resident bytes."""
+    return [load_fake(name, mib, parts) for name, mib, parts in specs]

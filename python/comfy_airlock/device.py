@@ -41,6 +41,7 @@ there: it demotes a bystander, counted by :meth:`SimGpu.demotions`. See
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Literal, TypedDict, cast
 
@@ -73,6 +74,7 @@ __all__ = [
     "WddmParams",
     "cuda_uuid",
     "host_ram",
+    "my_device_uuid",
     "nvml_devices",
     "nvml_memory",
     "resolve_device",
@@ -200,3 +202,19 @@ def cuda_uuid(index: int = 0) -> str | None:
         return None
     uuid = str(torch.cuda.get_device_properties(index).uuid)
     return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+
+
+def my_device_uuid(index: int = 0) -> str | None:
+    """The UUID of CUDA device ``index`` as this process sees it, to check that the host and a
+    worker mean the same card (:func:`resolve_device`): where a simulated card stands for the
+    GPU (``AIRLOCK_SIM_GPU``, several paths: one per device, in order), that card's; else
+    torch's, and only once torch has initialised CUDA here (asking never creates a context).
+    ``None`` when this process has no such device."""
+    sim = os.environ.get(SIM_GPU_ENV)
+    if sim:
+        paths = [p for p in sim.split(os.pathsep) if p]
+        return SimGpu.open(paths[index]).uuid if index < len(paths) else None
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    return cuda_uuid(index)

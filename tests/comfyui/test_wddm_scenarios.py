@@ -38,6 +38,7 @@ RUNS = [
     ("idle", "wddm", "on"),
     ("idle", "device_wide", "on"),
     ("holds", "device_wide", "on"),
+    ("mismatch", "device_wide", "on"),
     ("floor", "wddm", "on"),
     ("floor", "device_wide", "on"),
 ]
@@ -323,3 +324,18 @@ def test_an_admission_hold_is_given_back_when_its_load_is_done(results):
         assert a["granted"] and a["hold"] is not None and a["held"] == 0 and a["steps"] == 0, r
     assert r["arbiter"]["holds"] == 0 and r["arbiter"]["held_bytes"] == 0
     assert r["free_after"] == 16 * GIB - 4 * GIB - 9 * GIB
+
+
+# --- device truth by UUID -------------------------------------------------------------------
+
+
+def test_a_worker_on_another_card_is_refused_by_uuid(results):
+    r = result(results, "mismatch", "device_wide", "on")
+    e = r["refusal"]
+    assert e is not None and e["type"] == "DeviceMismatch", r
+    assert e["pack"] == "X" and "pack X" in e["message"] and "CUDA_VISIBLE_DEVICES" in e["message"]
+    assert e["host_uuid"] == r["card_uuid"] and e["worker_uuid"] == r["other_uuid"]
+    # Its model is on the other card, and never in the host's ledger; Y is unaffected.
+    assert r["x_booked_on_other"] == 1 << 30
+    assert r["ledger"] == ["Y:y0"]
+    assert r["mismatched"] == ["X"]

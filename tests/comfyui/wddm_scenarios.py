@@ -15,6 +15,7 @@ environment runs the host without the published reserve. Scenarios (docs/memory.
 - ``oom``, ``idle``: a worker's OOM retried once; idle workers' models released on time and
   under pressure.
 - ``holds``: three admissions in one node, each hold given back when its load is done.
+- ``mismatch``: a worker whose CUDA device is another card than the host's is refused.
 - ``floor``: a worker's floor (its CUDA context) measured once, from NVML.
 
 The host's reading of the fake ``cuda:0`` is its view of the card (scenario_host.py); the host
@@ -37,6 +38,7 @@ from scenario_host import (
     GIB,
     MIB,
     REF_KEEP,
+    TMP,
     LocalModel,
     call,
     close_all,
@@ -45,6 +47,7 @@ from scenario_host import (
     new_card,
 )
 
+from comfy_airlock.device import SIM_GPU_ENV, SimGpu
 from comfy_airlock.host.admission import arbiter
 from comfy_airlock.host.bridge import BRIDGE
 from comfy_airlock.host.reserve import RESERVE
@@ -550,6 +553,48 @@ def scenario_holds(semantics: str):
         ],
         "arbiter": arbiter().stats(),
         "free_after": card.free(),
+    }
+
+
+def scenario_mismatch(semantics: str):
+    """Device truth by UUID: worker X's environment puts another card first (as a pack's
+    ``CUDA_VISIBLE_DEVICES`` would), so its ``cuda:0`` is not the host's. Its first report
+    says so: the call fails with ``DeviceMismatch`` naming the pack and both UUIDs, and none of
+    its models enters the host's ledger; worker Y, on the host's card, is unaffected."""
+    card = start(semantics)
+    other = SimGpu.create(str(TMP / "other"), TOTAL, "other", semantics=semantics)
+    os.environ[SIM_GPU_ENV] = other.path + os.pathsep + card.path
+    try:
+        x = load_pack("X")
+        x.worker()  # started with the other card first
+    finally:
+        os.environ[SIM_GPU_ENV] = card.path
+    error = None
+    try:
+        call(x, "make_model", "x0", 1024, "cuda:0", 1, True)
+    except Exception as e:
+        error = {
+            "type": type(e).__name__,
+            "message": str(e),
+            "pack": getattr(e, "pack", None),
+            "host_uuid": getattr(e, "host_uuid", None),
+            "worker_uuid": getattr(e, "worker_uuid", None),
+        }
+    y, _ = worker("Y")
+    call(y, "make_model", "y0", 1024, "cuda:0", 1, True)
+    BRIDGE.sync()
+    return {
+        "semantics": semantics,
+        "refusal": error,
+        "card_uuid": card.uuid,
+        "other_uuid": other.uuid,
+        "x_booked_on_other": other.used_by(x.worker().pid),
+        "ledger": sorted(
+            f"{lm.model.pack.name}:{lm.model.model.name}"
+            for lm in mm.current_loaded_models
+            if lm.model is not None and hasattr(lm.model, "pack")
+        ),
+        "mismatched": sorted(BRIDGE.mismatched),
     }
 
 

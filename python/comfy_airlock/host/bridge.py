@@ -51,6 +51,8 @@ class Bridge:
         self.admissions: list[dict[str, Any]] = []
         # What idle workers released (host/idle.py), newest last.
         self.released: list[dict[str, Any]] = []
+        # Packs whose worker is on another card than the host (DeviceMismatch, by pack).
+        self.mismatched: dict[str, Exception] = {}
 
     # --- reports ------------------------------------------------------------------------
 
@@ -70,6 +72,14 @@ class Bridge:
         mm = _mm()
         if mm is None:
             return
+        mismatch = _device_mismatch(pack.name, report)
+        if mismatch is not None:
+            if pack.name not in self.mismatched:
+                log.error("[comfy-airlock] pack %r: %s", pack.name, mismatch)
+            self.mismatched[pack.name] = mismatch
+            self.drop_pack(pack.name)  # its models are on another card: not in this ledger
+            return
+        self.mismatched.pop(pack.name, None)
         with self._lock:
             self._packs[pack.name] = pack
             self._reports[pack.name] = report
@@ -268,6 +278,37 @@ def ledger_rows() -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+_HOST_UUID: list[str | None] = []
+
+
+def _device_mismatch(pack: str, report: dict[str, Any]) -> Exception | None:
+    """A :class:`DeviceMismatch` when the worker's device (its report's UUID) is not the
+    host's: its models would be booked against the wrong card. None when they match or either
+    side has no device yet."""
+    worker = report.get("device_uuid")
+    if not worker:
+        return None
+    from comfy_airlock import device
+
+    if not _HOST_UUID or _HOST_UUID[0] is None:
+        torch = sys.modules.get("torch")
+        index = 0
+        if torch is not None and torch.cuda.is_initialized():
+            index = int(torch.cuda.current_device())
+        try:
+            _HOST_UUID[:] = [device.my_device_uuid(index)]
+        except Exception:
+            _HOST_UUID[:] = [None]
+    host = _HOST_UUID[0]
+    if host is None:
+        return None
+    try:
+        device.resolve_device(host, {pack: str(worker)})
+    except device.DeviceMismatch as e:
+        return e
+    return None
 
 
 def _registered(mm: Any, s: StandIn) -> bool:

@@ -135,13 +135,18 @@ class IsolatedPack:
         self.busy += 1
         try:
             if not node:
-                return self.worker().call(target, *args)
-            return self.worker().run(
-                target,
-                args,
-                interrupted=_host_interrupted(),
-                deadline=self.call_deadline,
-            )
+                result = self.worker().call(target, *args)
+            else:
+                result = self.worker().run(
+                    target,
+                    args,
+                    interrupted=_host_interrupted(),
+                    deadline=self.call_deadline,
+                )
+            mismatch = self.bridge.mismatched.get(self.name)
+            if mismatch is not None:
+                raise mismatch  # its report said so during the call: nothing it holds is booked
+            return result
         except BaseException as e:
             self.stats.errors += 1
             self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
@@ -241,6 +246,8 @@ class IsolatedPack:
             # Host RAM it page-locked (its report) and its ceiling (host/ram.py).
             "pinned": (self.bridge.last_report(self.name) or {}).get("pinned"),
             "pin_ceiling": ram.RAM.ceiling(self.name),
+            # Its worker is on another card than the host (None: the same, or not known yet).
+            "device_mismatch": _text(self.bridge.mismatched.get(self.name)),
             "calls": self.stats.calls,
             "errors": self.stats.errors,
             "busy_s": round(self.stats.busy_s, 3),
@@ -325,3 +332,7 @@ def _preview(preview: Any) -> Any:
     except Exception as e:
         log.debug("preview dropped: %s", e)
         return None
+
+
+def _text(e: BaseException | None) -> str | None:
+    return None if e is None else str(e)

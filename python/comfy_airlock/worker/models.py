@@ -52,7 +52,7 @@ def _sim():
         return None
     from comfy_airlock.device import SimGpu
 
-    return SimGpu.open(path)
+    return SimGpu.open(path.split(os.pathsep)[0])  # several cards: the first is cuda:0
 
 
 class _Module:
@@ -294,7 +294,31 @@ def report() -> dict[str, Any]:
         "rss": ram.rss(),
         # Device memory no model accounts for, measured once (worker/floor.py); None before.
         "floor": floor.floor(lambda: sum(r["resident"] for r in rows if r["device"] != "cpu")),
+        # The card this worker means by its CUDA device (None before it has one): the host
+        # checks it is its own (host/bridge.py).
+        "device_uuid": _device_uuid(),
     }
+
+
+_UUID: list[str] = []  # found once: a process's device does not change
+
+
+def _device_uuid() -> str | None:
+    if not _UUID:
+        from comfy_airlock import device
+
+        torch = sys.modules.get("torch")
+        index = 0
+        if torch is not None and torch.cuda.is_initialized():
+            index = int(torch.cuda.current_device())
+        try:
+            uuid = device.my_device_uuid(index)
+        except Exception:
+            uuid = None
+        if uuid is None:
+            return None
+        _UUID.append(uuid)
+    return _UUID[0]
 
 
 def publish() -> dict[str, Any]:

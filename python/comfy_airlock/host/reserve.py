@@ -56,6 +56,7 @@ class Reserve:
         self._released = False
         self._asked = 0.0  # when a stand-in last translated a request (monotonic)
         self.published: int | None = None
+        self.aimdo: int | None = None  # aimdo's headroom as last published (None: not ours)
 
     def released(self) -> None:
         """A release was measured (a stand-in freed bytes, a worker went away)."""
@@ -81,6 +82,7 @@ class Reserve:
             value = max(0, self._base + self._term)
             mm.EXTRA_RESERVED_VRAM = value
             self.published = value
+            self.aimdo = publish_aimdo(self._base, self._term)
             return self._term
 
     def published_term(self) -> int:
@@ -114,6 +116,29 @@ class Reserve:
                 "published": self.published,
                 "enabled": enabled(),
             }
+
+
+def publish_aimdo(base: int, term: int) -> int | None:
+    """Where aimdo (DynamicVRAM) runs in the host and reads memory pressure through CUDA
+    (``--disable-nvml-pressure``: the same blind view as upstream), its headroom gets the same
+    change of variables: ``base + term``, with ``base`` what ``--reserve-vram`` gave it (else
+    the reserve's own base, what that flag would set both to). With NVML pressure (aimdo's
+    default) aimdo already sees other processes, so nothing is added: that would count every
+    worker twice. Returns the headroom set, or None where it is not ours to set."""
+    mem = sys.modules.get("comfy.memory_management")
+    if mem is None or not getattr(mem, "aimdo_enabled", False):
+        return None
+    args = getattr(sys.modules.get("comfy.cli_args"), "args", None)
+    if args is None or not getattr(args, "disable_nvml_pressure", False):
+        return None
+    lib = getattr(sys.modules.get("comfy_aimdo.control"), "lib", None)
+    if lib is None:
+        return None
+    reserve_vram = getattr(args, "reserve_vram", None)
+    start = base if reserve_vram is None else int(reserve_vram * 1024**3)
+    value = max(0, start + term)
+    lib.set_simple_vram_headroom(value)
+    return value
 
 
 def term_on(device: Any) -> int:

@@ -4,35 +4,20 @@ with a real worker and the simulated GPU. Each scenario runs in a fresh process
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-AIRLOCK_HOME = Path(os.environ.get("AIRLOCK_TEST_HOME") or REPO / ".cache" / "test-airlock-home")
+from .scenario_run import ScenarioFailed, run_scenario
+
 MIB = 1024 * 1024
 
 
 def run(scenario: str, comfyui_dir: Path) -> dict:
-    env = {**os.environ, "COMFYUI_DIR": str(comfyui_dir), "AIRLOCK_HOME": str(AIRLOCK_HOME)}
-    p = subprocess.run(
-        [sys.executable, str(HERE / "bridge_scenarios.py"), scenario],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    if p.returncode != 0 or not lines:
-        pytest.fail(
-            f"scenario {scenario} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}"
-        )
-    return json.loads(lines[-1][len("RESULT ") :])
+    try:
+        return run_scenario("bridge_scenarios.py", [scenario], comfyui_dir)
+    except ScenarioFailed as e:
+        pytest.fail(str(e))
 
 
 def test_free_memory_evicts_what_in_process_comfyui_would(comfyui_dir):

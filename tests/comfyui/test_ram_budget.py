@@ -5,36 +5,21 @@ process (about 25 s)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-AIRLOCK_HOME = Path(os.environ.get("AIRLOCK_TEST_HOME") or REPO / ".cache" / "test-airlock-home")
+from .scenario_run import ScenarioFailed, run_scenario
+
 MIB = 1024 * 1024
 A, B = "memory-pack", "memory-pack-2"
 
 
 def run(scenario: str, comfyui_dir: Path) -> dict:
-    env = {**os.environ, "COMFYUI_DIR": str(comfyui_dir), "AIRLOCK_HOME": str(AIRLOCK_HOME)}
-    p = subprocess.run(
-        [sys.executable, str(HERE / "ram_scenarios.py"), scenario],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    if p.returncode != 0 or not lines:
-        pytest.fail(
-            f"scenario {scenario} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}"
-        )
-    return json.loads(lines[-1][len("RESULT ") :])
+    try:
+        return run_scenario("ram_scenarios.py", [scenario], comfyui_dir)
+    except ScenarioFailed as e:
+        pytest.fail(str(e))
 
 
 def _consistent(snap: dict) -> None:

@@ -10,18 +10,13 @@ spends most of its time importing ComfyUI and torch, in the host and in its work
 from __future__ import annotations
 
 import ast
-import json
-import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-AIRLOCK_HOME = Path(os.environ.get("AIRLOCK_TEST_HOME") or REPO / ".cache" / "test-airlock-home")
+from .scenario_run import ScenarioFailed, run_scenario
+
 GIB = 1 << 30
 
 RUNS = [
@@ -45,28 +40,12 @@ RUNS = [
 
 
 def run(scenario: str, semantics: str, reserve: str, comfyui_dir: Path, nvml: Path) -> dict:
-    env = {
-        **os.environ,
-        "COMFYUI_DIR": str(comfyui_dir),
-        "AIRLOCK_HOME": str(AIRLOCK_HOME),
-        "AIRLOCK_RESERVE": reserve,
-        # Host and workers read NVML from the fake library, which reports the simulated card.
-        "AIRLOCK_NVML_LIBRARY": str(nvml),
-    }
-    p = subprocess.run(
-        [sys.executable, str(HERE / "wddm_scenarios.py"), scenario, semantics],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    if p.returncode != 0 or not lines:
-        return {
-            "error": f"{scenario} {semantics} reserve={reserve} failed ({p.returncode}):\n"
-            f"{p.stdout[-3000:]}\n{p.stderr[-6000:]}"
-        }
-    return json.loads(lines[-1][len("RESULT ") :])
+    # Host and workers read NVML from the fake library, which reports the simulated card.
+    env = {"AIRLOCK_RESERVE": reserve, "AIRLOCK_NVML_LIBRARY": str(nvml)}
+    try:
+        return run_scenario("wddm_scenarios.py", [scenario, semantics], comfyui_dir, env, 600)
+    except ScenarioFailed as e:
+        return {"error": f"reserve={reserve}: {e}"}  # raised by the test that reads it
 
 
 @pytest.fixture(scope="module")

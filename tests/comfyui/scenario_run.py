@@ -42,6 +42,6 @@ def run_scenario(
     if p.returncode != 0 or not lines:
         raise ScenarioFailed(
             f"{script} {' '.join(args)} failed ({p.returncode}):\n"
-            f"{p.stdout[-3000:]}\n{p.stderr[-6000:]}"
+            f"{p.stdout[-3000:]}\n{p.stderr[-12000:]}"
         )
     return json.loads(lines[-1][len("RESULT ") :])

@@ -58,12 +58,20 @@ class Bridge:
 
     def refresh(self, pack: IsolatedPack, generation: int, report: dict[str, Any]) -> None:
         """Numbers only (any thread, also inside upstream's loop): residency of known models."""
+        seq = int(report.get("seq") or 0)
         with self._lock:
             self._reports[pack.name] = report
+            listed = set()
             for row in report.get("models") or ():
+                listed.add(int(row["id"]))
                 s = self._standins.get((pack.name, generation, int(row["id"])))
                 if s is not None:
+                    s.report_seq = max(s.report_seq, seq)
                     s.update(row)
+            if seq:
+                for (name, gen, model), s in self._standins.items():
+                    if name == pack.name and gen == generation and model not in listed:
+                        s.absent(seq)
             self._pending[pack.name] = (pack, generation, report)
 
     def reconcile(self, pack: IsolatedPack, generation: int, report: dict[str, Any]) -> None:
@@ -95,6 +103,7 @@ class Bridge:
                     self._standins[key] = s
                 else:
                     s.update(row)
+                s.report_seq = max(s.report_seq, int(report.get("seq") or 0))
                 if s.resident <= 0:
                     continue
                 seen.add(key)

@@ -89,6 +89,8 @@ class StandIn:
         self.gone = False
         # Upstream detached it but the worker keeps (part of) it: the bridge re-inserts it.
         self.kept = False
+        # The newest worker report that listed it (its ``seq``; 0: a report without one).
+        self.report_seq = 0
 
     # --- what upstream reads ------------------------------------------------------------
 
@@ -177,6 +179,17 @@ class StandIn:
         self._command("unload", 0.0)
 
     # --- ours ---------------------------------------------------------------------------
+
+    def absent(self, report_seq: int) -> None:
+        """A worker report newer than any that listed this model does not list it: the worker
+        no longer holds it (it unloaded it whole, or the pack let go)."""
+        if report_seq <= self.report_seq or self.resident <= 0:
+            return
+        from comfy_airlock.host.reserve import RESERVE
+
+        self.report_seq = report_seq
+        self.resident = 0
+        RESERVE.released()
 
     def update(self, row: dict[str, Any]) -> bool:
         """Takes a newer report of this model; an older one never overwrites a newer one."""

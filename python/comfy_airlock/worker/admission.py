@@ -115,9 +115,16 @@ def ask(topic: str, device: Any, need: float, minimum: float, ids: list[int]) ->
     return answer if isinstance(answer, dict) else {"granted": None}
 
 
-def admitted_load(original: Any, id_for: Any) -> Any:
+def admitted_load(original: Any, id_for: Any, ledger_lock: Any) -> Any:
     """Wraps the worker's ``load_models_gpu``: admission first, then the load with the
-    corrected reserve, and one retry after an OOM the host has made room for."""
+    corrected reserve, and one retry after an OOM the host has made room for.
+
+    The load itself runs under ``ledger_lock``, the lock the host's model commands take on the
+    control thread: upstream's ``load_models_gpu`` walks and pops ``current_loaded_models`` by
+    index, so an eviction of another of this worker's models landing in the middle of it (the
+    host may evict a busy worker's models its node does not use) must wait for it. The
+    questions to the host are asked outside it: the host's answer may evict this worker's own
+    models."""
 
     def load_models_gpu(
         models,
@@ -135,7 +142,7 @@ def admitted_load(original: Any, id_for: Any) -> Any:
         answers = [ask("admit?", d, need, minimum, ids) for d, (need, minimum) in wanted.items()]
 
         def load():
-            with corrected_reserve(mm, list(wanted)):
+            with ledger_lock, corrected_reserve(mm, list(wanted)):
                 return original(
                     models,
                     memory_required=memory_required,

@@ -211,7 +211,7 @@ def _watch_loads() -> None:
     from comfy_airlock.worker.admission import admitted_load
 
     original = mm.load_models_gpu
-    admitted = admitted_load(original, _id_for)
+    admitted = admitted_load(original, _id_for, _LOCK)
 
     def load_models_gpu(models, *args, **kwargs):
         used = _CALL_USED
@@ -285,8 +285,12 @@ def report() -> dict[str, Any]:
                     "in_use": m.in_use > 0,
                 }
             )
+        # After every row's: a model this report does not list, known from an older row, was
+        # gone when it was made (the host zeroes its stand-in, host/bridge.py).
+        seq = next(_SEQ)
     return {
         "pid": os.getpid(),
+        "seq": seq,
         "reserved": _reserved(),
         "models": rows,
         # Host RAM (worker/ram.py): its page-locked bytes and resident set.
@@ -415,7 +419,8 @@ def end_call() -> dict[str, Any] | None:
     global _CALL_USED, _LAST_SENT
     _CALL_USED = None
     r = publish()
-    if _LAST_SENT is not None and {**r, "rss": None} == {**_LAST_SENT, "rss": None}:
+    moving = {"rss": None, "seq": None}
+    if _LAST_SENT is not None and {**r, **moving} == {**_LAST_SENT, **moving}:
         return None  # the resident set alone moves at every call: the heartbeat carries it
     _LAST_SENT = r
     return r

@@ -153,7 +153,8 @@ def _node(body):
     sim_free.install()
     mark = admission.ASKED[-1] if admission.ASKED else None
     resident = body()
-    return {"resident": resident, "asked": _answers_since(mark)}
+    held = {n: p.loaded_size() for n, p in FAKES.items()}  # what its report says, as it ends
+    return {"resident": resident, "asked": _answers_since(mark), "held": held}
 
 
 def stress_load(name, mib, parts, hold_s=0.0):

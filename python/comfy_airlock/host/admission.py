@@ -84,11 +84,14 @@ def answer(bridge: Bridge, pack: IsolatedPack, topic: str, request: dict[str, An
     card = Card(str(request["device"]))
     before = card.true_free()
     result: dict[str, Any] = {"topic": topic, "need": need, "free_before": before, "steps": []}
-    held = int(arbiter().stats()["held_bytes"])
-    if before - held < need:
+    # Room to spare, counting what earlier admissions hold: the decision evicts nothing and
+    # only takes the hold, so the stand-ins are not read.
+    short = before - int(arbiter().stats()["held_bytes"]) < need
+    cands: list[dict] = []
+    if short:
         bridge.sync()
-    loading = {int(m) for m in request.get("models") or ()}
-    cands = _candidates(bridge, pack, card, loading) if before - held < need else []
+        loading = {int(m) for m in request.get("models") or ()}
+        cands = _candidates(bridge, pack, card, loading)
     outcome = arbiter().free_room(need, cands, card.true_free, _evicter(bridge), hold=True)
     if cands:
         result["candidates"] = cands  # the snapshot phase one decided on

@@ -18,8 +18,7 @@ worker results live in the host's cache.
 
 Upstream's pin bookkeeping has no lock, so it is only changed where upstream changes it, on the
 thread running a call, or while no call runs: a ceiling that arrives during a call is applied
-(freed down) when the call ends; the new ``MAX_PINNED_MEMORY`` binds at once, as upstream checks
-it before every registration.
+(written, and freed down to) when the call ends.
 """
 
 from __future__ import annotations
@@ -31,7 +30,9 @@ from typing import Any
 
 _GATE = threading.Lock()
 _STATE: dict[str, Any] = {
-    "busy": 0,  # calls running
+    "busy": 0,  # calls running (changed by the calling thread only)
+    "pending": False,  # a command arrived during a call: settle when it ends
+    "settling": False,  # the control thread is settling now
     "ceiling": None,  # the last ceiling from the host (bytes)
     "headroom": None,  # the host's cache headroom (bytes)
     "upstream": None,  # MAX_PINNED_MEMORY as upstream computed it, read at first use
@@ -68,21 +69,36 @@ def command(op: str, arg: float) -> int:
     of registrations freed now (0 when deferred to the end of the running call)."""
     with _GATE:
         _STATE["ceiling" if op == "pin_ceiling" else "headroom"] = max(0, int(arg))
-        return 0 if _STATE["busy"] else _settle()
+        # Pending before busy is read, and busy raised before settling is read (enter): under
+        # the GIL one of the two threads always sees the other, so a settle is never lost
+        # and never overlaps a call.
+        _STATE["settling"] = _STATE["pending"] = True
+        try:
+            if _STATE["busy"]:
+                return 0  # the call's leave() settles
+            _STATE["pending"] = False
+            return _settle()
+        finally:
+            _STATE["settling"] = False
 
 
 def enter() -> None:
-    """A call starts (its thread): pins are upstream's to change until it ends."""
-    with _GATE:
-        _STATE["busy"] += 1
+    """A call starts (its thread): pins are upstream's to change until it ends. No lock unless
+    a settle is running (this is on every call's path)."""
+    _STATE["busy"] += 1
+    if _STATE["settling"]:
+        with _GATE:  # let the control thread's settle finish first
+            pass
 
 
 def leave() -> None:
     """A call ended (its thread): what arrived meanwhile applies now."""
-    with _GATE:
-        _STATE["busy"] = max(0, _STATE["busy"] - 1)
-        if not _STATE["busy"]:
-            _settle()
+    _STATE["busy"] = max(0, _STATE["busy"] - 1)
+    if _STATE["pending"] and not _STATE["busy"]:
+        with _GATE:
+            if _STATE["pending"]:
+                _STATE["pending"] = False
+                _settle()
 
 
 def _settle() -> int:

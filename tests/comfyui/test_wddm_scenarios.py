@@ -295,6 +295,9 @@ def test_a_workers_floor_stays_unmeasured_where_nvml_has_no_per_process_memory(r
 
 def test_an_admission_hold_is_given_back_when_its_load_is_done(results):
     r = result(results, "holds", "device_wide", "on")
+    # The node imported ComfyUI's model management for the first time in that worker: its
+    # loads were admitted all the same (worker/on_import.py).
+    assert r["comfy_before"] is False
     assert r["resident"] == [3 * GIB] * 3
     assert [a["topic"] for a in r["answers"]] == ["admit?"] * 3
     for a in r["answers"]:

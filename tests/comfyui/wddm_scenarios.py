@@ -535,10 +535,13 @@ def scenario_holds(semantics: str):
     """Admission holds (host/admission.py): one node of worker A loads three models of 3 GiB in
     turn on a card with 12 GiB free. Each admission holds its bytes until the worker says that
     load is done, so the next one, in the same call, counts nothing twice: none is held, none
-    evicts anything, all are granted; at the end no hold is left."""
+    evicts anything, all are granted; at the end no hold is left. The node is also the first
+    to import ComfyUI's model management in that worker: its loads are admitted all the same
+    (worker/on_import.py)."""
     card = start(semantics)
-    pack, _ = worker("A", comfy=True)
+    pack, _ = worker("A")
     call(pack, "make_model", "pad", 4 * GIB // MIB, "cuda:0", 4, True)
+    comfy_before = call(pack, "comfy_imported")
     BRIDGE.sync()
     seen = len(BRIDGE.admissions)
     resident = call(pack, "load_fakes", [[f"m{i}", 3 * GIB // MIB, 3] for i in range(3)])
@@ -553,6 +556,7 @@ def scenario_holds(semantics: str):
         ],
         "arbiter": arbiter().stats(),
         "free_after": card.free(),
+        "comfy_before": comfy_before,
     }
 
 

@@ -432,3 +432,25 @@ def install(link: Any) -> None:
     _PUBLISH = link.publish
     link.set_model_handler(execute)
     publish()
+    from comfy_airlock.worker.on_import import after_import
+
+    after_import("comfy.model_management", _on_comfy_imported)
+
+
+def _on_comfy_imported(module: Any) -> None:
+    """``comfy.model_management`` was just imported, maybe by a running node: its loads from
+    now on are admitted, and, inside a call, marked in use."""
+    global _CALL_USED
+    from comfy_airlock.worker import interrupts
+
+    _watch_loads()
+    interrupts.attach_comfy()
+    if _CALL_USED is None and _PUBLISH is not None and _in_call():
+        _CALL_USED = set()
+
+
+def _in_call() -> bool:
+    from comfy_airlock.worker import runtime
+
+    link = runtime._link
+    return bool(link is not None and getattr(link, "in_call", False))

@@ -374,3 +374,10 @@ def load_fakes(specs):
     """One node loading several new fake patchers in turn (``[name, mib, parts]`` each), each
     through this worker's own ``load_models_gpu``; returns their resident bytes."""
     return [load_fake(name, mib, parts) for name, mib, parts in specs]
+
+
+def comfy_imported():
+    """Whether this worker has imported ComfyUI's model management yet."""
+    import sys
+
+    return "comfy.model_management" in sys.modules

@@ -204,17 +204,18 @@ def cuda_uuid(index: int = 0) -> str | None:
     return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
 
 
-def my_device_uuid(index: int = 0) -> str | None:
-    """The UUID of CUDA device ``index`` as this process sees it, to check that the host and a
-    worker mean the same card (:func:`resolve_device`): where a simulated card stands for the
-    GPU (``AIRLOCK_SIM_GPU``, several paths: one per device, in order), that card's; else
-    torch's, and only once torch has initialised CUDA here (asking never creates a context).
-    ``None`` when this process has no such device."""
+def my_device_uuid(index: int | None = None) -> str | None:
+    """The UUID of CUDA device ``index`` (default: the current one) as this process sees it, to
+    check that the host and a worker mean the same card (:func:`resolve_device`): where a
+    simulated card stands for the GPU (``AIRLOCK_SIM_GPU``, several paths: one per device, in
+    order), that card's; else torch's, and only once torch has initialised CUDA here (asking
+    never creates a context). ``None`` when this process has no such device."""
+    torch = sys.modules.get("torch")
+    cuda = torch is not None and torch.cuda.is_initialized()
+    if index is None:
+        index = int(torch.cuda.current_device()) if cuda else 0
     sim = os.environ.get(SIM_GPU_ENV)
     if sim:
         paths = [p for p in sim.split(os.pathsep) if p]
         return SimGpu.open(paths[index]).uuid if index < len(paths) else None
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
-        return None
-    return cuda_uuid(index)
+    return cuda_uuid(index) if cuda else None

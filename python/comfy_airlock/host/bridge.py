@@ -302,12 +302,8 @@ def _device_mismatch(pack: str, report: dict[str, Any]) -> Exception | None:
     from comfy_airlock import device
 
     if not _HOST_UUID or _HOST_UUID[0] is None:
-        torch = sys.modules.get("torch")
-        index = 0
-        if torch is not None and torch.cuda.is_initialized():
-            index = int(torch.cuda.current_device())
         try:
-            _HOST_UUID[:] = [device.my_device_uuid(index)]
+            _HOST_UUID[:] = [device.my_device_uuid()]
         except Exception:
             _HOST_UUID[:] = [None]
     host = _HOST_UUID[0]

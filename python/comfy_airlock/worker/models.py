@@ -311,12 +311,8 @@ def _device_uuid() -> str | None:
     if not _UUID:
         from comfy_airlock import device
 
-        torch = sys.modules.get("torch")
-        index = 0
-        if torch is not None and torch.cuda.is_initialized():
-            index = int(torch.cuda.current_device())
         try:
-            uuid = device.my_device_uuid(index)
+            uuid = device.my_device_uuid()
         except Exception:
             uuid = None
         if uuid is None:

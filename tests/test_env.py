@@ -248,6 +248,10 @@ def test_cli_build_doctor_gc(tmp_path: Path, home: Path, uv: str):
     assert packs["good"]["probe"]["torch"] is None
     assert not packs["broken"]["config_ok"] and not report["ready"]
     assert isinstance(report["nvml"], bool)
+    # The kernel's Landlock, as the sandbox itself reads it.
+    from comfy_airlock import _native
+
+    assert report["landlock"]["abi"] == _native.landlock_abi()
 
     # Fixed, built again: all ready; a second build is a no-op.
     shutil.rmtree(nodes / "broken")

@@ -274,6 +274,7 @@ fn doctor(opts: &EnvOptions, place: &Place, json: bool) -> i32 {
     };
     let uv = opts.uv.locate().ok();
     let nvml = nvml_present();
+    let landlock = airlock_sandbox::check(true);
     let packs = discover(&base);
     let limit = Duration::from_secs(120);
     let reports: Vec<PackReport> = packs.iter().map(|p| report_pack(p, opts, limit)).collect();
@@ -285,6 +286,10 @@ fn doctor(opts: &EnvOptions, place: &Place, json: bool) -> i32 {
             "base": base,
             "uv": uv.as_ref().map(|u| serde_json::json!({"path": u.path, "version": u.version()})),
             "nvml": nvml,
+            "landlock": match &landlock {
+                Ok(abi) => serde_json::json!({"abi": abi, "network_rules": *abi >= 4}),
+                Err(e) => serde_json::json!({"abi": 0, "error": e.to_string()}),
+            },
             "ready": ready,
             "packs": reports,
         });
@@ -312,6 +317,18 @@ fn doctor(opts: &EnvOptions, place: &Place, json: bool) -> i32 {
             "absent"
         }
     );
+    // The sandbox a pack's `[sandbox]` asks for (ADR 0011): whether this kernel can give it.
+    match &landlock {
+        Ok(abi) => println!(
+            "Landlock ABI {abi}: {}",
+            if *abi >= 4 {
+                "files and network rules"
+            } else {
+                "file rules only; a pack with `network = false` cannot start"
+            }
+        ),
+        Err(e) => println!("Landlock unavailable ({e}): a pack with `[sandbox]` cannot start"),
+    }
     if reports.is_empty() {
         println!("\n{}", where_packs_go(&base));
         return 0;

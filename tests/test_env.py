@@ -275,6 +275,65 @@ def test_cli_build_doctor_gc(tmp_path: Path, home: Path, uv: str):
     assert "nothing to collect" in airlock("gc", cwd=comfyui, home=home).stdout
 
 
+def test_cli_doctor_reports_a_cached_import_failure(tmp_path: Path, home: Path, uv: str):
+    """doctor reads what ComfyUI's last start cached for the pack's current content (written
+    here by the host's own scan_cache functions): a failed import makes the pack not ready,
+    with the worker's traceback and a hint for an import error; no entry says "not read yet"
+    and judges nothing; an edit to the pack is a new key."""
+    from comfy_airlock.host import scan_cache
+
+    comfyui = fake_comfyui(tmp_path)
+    nodes = comfyui / "isolated_nodes"
+    pack = write_pack(nodes, "imp", {"airlock.toml": 'dependencies = ["six"]\n'})
+    (pack / "__init__.py").write_text("import nowhere\n")
+    assert airlock("build", cwd=comfyui, home=home).returncode == 0
+
+    r = airlock("doctor", "--json", cwd=comfyui, home=home)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = json.loads(r.stdout)["packs"]
+    assert row["nodes"] == "not_read" and row["ready"] and row["fix"] is None
+    key = scan_cache.key(str(pack), row["key"], str(comfyui))
+    assert row["scan_file"] == str(home / "scans" / f"{key}.json")
+
+    err = ModuleNotFoundError("No module named 'nowhere'")
+    err.remote_traceback = (  # type: ignore[attr-defined]
+        'Traceback (most recent call last):\n  File "imp/__init__.py", line 1, in <module>\n'
+        "ModuleNotFoundError: No module named 'nowhere'\n"
+    )
+    scan_cache.store(home / "scans", key, {"failed": scan_cache.failure_of(err)})
+    r = airlock("doctor", cwd=comfyui, home=home)
+    assert r.returncode == 1
+    assert "imp [NOT READY]" in r.stdout and "nodes      FAILED to import" in r.stdout
+    assert "ModuleNotFoundError: No module named 'nowhere'" in r.stdout
+    assert 'File "imp/__init__.py", line 1' in r.stdout
+    assert "imp: fix the import error" in r.stdout and "airlock build" not in r.stdout
+    report = json.loads(airlock("doctor", "--json", cwd=comfyui, home=home).stdout)
+    (row,) = report["packs"]
+    assert row["import_error"]["type"] == "ModuleNotFoundError" and not report["ready"]
+
+    # A cached success, then an edit: read, then not read yet (the failure was for old code).
+    scan_cache.store(home / "scans", key, {"nodes": {}})
+    r = airlock("doctor", cwd=comfyui, home=home)
+    assert r.returncode == 0 and "read at ComfyUI's last start" in r.stdout
+    scan_cache.store(home / "scans", key, {"failed": scan_cache.failure_of(err)})
+    (pack / "__init__.py").write_text("import six\n")
+    r = airlock("doctor", cwd=comfyui, home=home)
+    assert r.returncode == 0 and "not read yet" in r.stdout
+
+
+def test_cli_doctor_hints_fit_the_cause(tmp_path: Path, home: Path):
+    comfyui = fake_comfyui(tmp_path)
+    nodes = comfyui / "isolated_nodes"
+    write_pack(nodes, "badconf", {"airlock.toml": "dependecies = []\n"})
+    write_pack(nodes, "unbuilt", {"airlock.toml": 'dependencies = ["six"]\n'})
+    r = airlock("doctor", cwd=comfyui, home=home)
+    assert r.returncode == 1
+    hints = r.stdout.split("not ready:", 1)[1]
+    assert "badconf: fix its config" in hints
+    assert "unbuilt: run `airlock build` to build its environment" in hints
+    assert "badconf: run `airlock build`" not in hints
+
+
 def test_cli_without_comfyui_says_where_to_point_it(tmp_path: Path, home: Path):
     r = airlock("doctor", cwd=tmp_path, home=home)
     assert r.returncode == 2

@@ -68,6 +68,8 @@ class PackConfig(TypedDict):
     format: Literal["airlock.toml", "comfy-env.toml"]
     python: str | None
     dependencies: list[str]
+    # The requirements.txt they were read from (airlock.toml without `dependencies`), or None.
+    requirements_file: str | None
     index_url: str | None
     extra_index_urls: list[str]
     find_links: list[str]

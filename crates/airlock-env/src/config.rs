@@ -4,7 +4,7 @@
 //! ```toml
 //! name = "my-pack"                       # optional; default: the folder's name
 //! python = "3.10"                        # optional; default: the host's interpreter
-//! dependencies = ["numpy<2", "torch==2.4.1"]
+//! dependencies = ["numpy<2", "torch==2.4.1"]  # absent: the pack's requirements.txt
 //! index-url = "https://pypi.org/simple"  # optional
 //! extra-index-urls = ["https://download.pytorch.org/whl/cu121"]
 //! find-links = ["wheels"]                # folders (relative to the pack) or URLs
@@ -35,6 +35,7 @@ use crate::comfy_env_toml;
 use crate::error::ConfigError;
 use crate::policy::{self, WorkerPolicy};
 use crate::requirement;
+use crate::requirements_txt;
 use crate::toml_doc::{Doc, Value, sorted};
 
 /// The file name of our own config.
@@ -75,6 +76,9 @@ pub struct PackConfig {
     pub python: Option<String>,
     /// PEP 508 requirement strings, as written.
     pub dependencies: Vec<String>,
+    /// Where `dependencies` came from when not from the config: the pack's `requirements.txt`,
+    /// read when `airlock.toml` has no `dependencies` key (see `requirements_txt`).
+    pub requirements_file: Option<PathBuf>,
     pub index_url: Option<String>,
     pub extra_index_urls: Vec<String>,
     /// URLs, or absolute paths (relative ones are resolved against the pack's folder).
@@ -120,6 +124,7 @@ impl PackConfig {
             format,
             python: None,
             dependencies: Vec::new(),
+            requirements_file: None,
             index_url: None,
             extra_index_urls: Vec::new(),
             find_links: Vec::new(),
@@ -153,6 +158,13 @@ pub fn folder_name(dir: &Path) -> String {
 
 fn parse_airlock(doc: &Doc<'_>, c: &mut PackConfig) -> Result<(), ConfigError> {
     let table = doc.parse()?;
+    let has_dependencies = table.keys().any(|k| k.get_ref().as_ref() == "dependencies");
+    if !has_dependencies
+        && let Some((file, reqs)) = requirements_txt::read(&folder_name(&c.dir), &c.dir)?
+    {
+        c.dependencies = reqs;
+        c.requirements_file = Some(file);
+    }
     for (key, v) in sorted(&table) {
         let k = key.get_ref().as_ref();
         match k {
@@ -237,6 +249,33 @@ mod tests {
             fs::write(p, text).unwrap();
         }
         d
+    }
+
+    #[test]
+    fn requirements_txt_when_no_dependencies_key() {
+        let reqs = ("requirements.txt", "torch\nopencv-python>=4 # cv2\n");
+        let d = pack(&[("airlock.toml", "python = \"3.11\"\n"), reqs]);
+        let c = PackConfig::load(d.path()).unwrap();
+        assert_eq!(c.dependencies, ["torch", "opencv-python>=4"]);
+        assert_eq!(c.requirements_file, Some(d.path().join("requirements.txt")));
+
+        // A `dependencies` key wins, even an empty one (the author says: none).
+        for toml in ["dependencies = []\n", "dependencies = [\"six\"]\n"] {
+            let d = pack(&[("airlock.toml", toml), reqs]);
+            let c = PackConfig::load(d.path()).unwrap();
+            assert!(c.requirements_file.is_none());
+            assert!(!c.dependencies.iter().any(|r| r == "torch"), "{toml}");
+        }
+        // A line it cannot take is the pack's config error, naming the file and line.
+        let d = pack(&[
+            ("airlock.toml", ""),
+            ("requirements.txt", "six\n-r more.txt\n"),
+        ]);
+        let msg = PackConfig::load(d.path()).unwrap_err().to_string();
+        assert!(msg.contains("requirements.txt:2: `-r more.txt`"), "{msg}");
+        // No requirements.txt: no dependencies.
+        let d = pack(&[("airlock.toml", "")]);
+        assert!(PackConfig::load(d.path()).unwrap().dependencies.is_empty());
     }
 
     #[test]

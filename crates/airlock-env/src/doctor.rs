@@ -5,6 +5,11 @@
 //! of an env: a venv whose base interpreter was removed or upgraded fails here, not in the
 //! middle of a ComfyUI workflow. The script has a time limit, because `import torch` on a
 //! machine with a wedged driver can hang.
+//!
+//! Whether the pack's code imports in its env is what ComfyUI's last start found: `doctor` reads
+//! the scan cache (`scans`), where the host keeps the nodes it read or the failure, with the
+//! worker's traceback, under a key of the pack's sources and its env. A pack whose import
+//! failed is not ready; one not scanned with its current content says so and is not judged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +22,7 @@ use crate::builder::{EnvOptions, EnvState, env_state};
 use crate::discover::{DiscoveredPack, Placement};
 use crate::error::{EnvError, NotReady, ProbeError};
 use crate::run::{Ran, last_lines, run_with_timeout};
+use crate::scans::{CachedScan, ScanFailure, cached_scan, scan_key, scan_path};
 
 /// What an env's interpreter reported about itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,9 +141,27 @@ pub struct PackReport {
     pub python: Option<PathBuf>,
     pub probe: Option<EnvProbe>,
     pub log: Option<PathBuf>,
+    /// Whether ComfyUI read the pack's nodes with its current content (None: env not current).
+    pub nodes: Option<NodesState>,
+    /// Why its import failed (worker's traceback), from the scan cache.
+    pub import_error: Option<ScanFailure>,
+    /// The scan cache's entry for the pack's current content.
+    pub scan_file: Option<PathBuf>,
     pub ready: bool,
     /// What is wrong, one sentence each, each starting with the pack's name.
     pub problems: Vec<String>,
+    /// What to do about it, fitting the cause (None when ready).
+    pub fix: Option<String>,
+}
+
+/// What ComfyUI found when it read the pack's nodes in its worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodesState {
+    Read,
+    Failed,
+    /// Not read with this content yet: ComfyUI reads them at its next start.
+    NotRead,
 }
 
 /// Checks one discovered pack: config, env state, and (when current) what the env holds.
@@ -155,20 +179,26 @@ pub fn report_pack(pack: &DiscoveredPack, opts: &EnvOptions, limit: Duration) ->
         python: None,
         probe: None,
         log: None,
+        nodes: None,
+        import_error: None,
+        scan_file: None,
         ready: false,
         problems: Vec::new(),
+        fix: None,
     };
     if pack.misplaced() {
         r.problems.push(pack.misplaced_message());
     }
     if let Err(e) = &pack.config {
         r.problems.push(e.to_string());
+        r.fix = fix_for(&r);
         return r;
     }
     let (plan, state) = match env_state(&pack.dir, opts) {
         Ok(x) => x,
         Err(e) => {
             r.problems.push(e.to_string());
+            r.fix = fix_for(&r);
             return r;
         }
     };
@@ -179,6 +209,7 @@ pub fn report_pack(pack: &DiscoveredPack, opts: &EnvOptions, limit: Duration) ->
             r.env_dir = Some(info.env_dir.clone());
             r.key = Some(info.key.clone());
             r.python = Some(info.python.clone());
+            read_scan(&mut r, pack, opts, &info.key);
             match probe_env(&info.python, &info.env_vars, limit) {
                 Ok(p) => r.probe = Some(p),
                 Err(e) => {
@@ -206,7 +237,71 @@ pub fn report_pack(pack: &DiscoveredPack, opts: &EnvOptions, limit: Duration) ->
         }
     }
     r.ready = r.problems.is_empty() && r.env == ReportState::Current;
+    r.fix = fix_for(&r);
     r
+}
+
+/// What the scan cache says about the pack's current content.
+fn read_scan(r: &mut PackReport, pack: &DiscoveredPack, opts: &EnvOptions, env_key: &str) {
+    let comfyui = opts.comfyui_dir.as_deref();
+    let Ok(key) = scan_key(&pack.dir, env_key, comfyui, airlock_wire::PROTOCOL_VERSION) else {
+        return; // an unreadable source file: the scan would say so; nothing to report here
+    };
+    r.scan_file = Some(scan_path(&opts.home, &key));
+    r.nodes = Some(match cached_scan(&opts.home, &key) {
+        CachedScan::Absent => NodesState::NotRead,
+        CachedScan::Nodes => NodesState::Read,
+        CachedScan::Failed(f) => {
+            r.problems.push(import_problem(&r.name, &f));
+            r.import_error = Some(f);
+            NodesState::Failed
+        }
+    });
+}
+
+/// The import failure as one problem: the exception, then the worker's traceback.
+pub fn import_problem(pack: &str, f: &ScanFailure) -> String {
+    let head = match &f.kind {
+        Some(k) if !f.error.starts_with(k.as_str()) => format!("{k}: {}", f.error),
+        _ => f.error.clone(),
+    };
+    let mut s = format!(
+        "{pack}: its nodes could not be read in its worker (at ComfyUI's last start): {head}"
+    );
+    if let Some(tb) = f.traceback.as_deref().filter(|t| !t.trim().is_empty()) {
+        s.push('\n');
+        s.push_str(tb.trim_end());
+    }
+    s
+}
+
+/// The one thing to do first, for the first cause found: config, placement, environment,
+/// import (the order in which ComfyUI meets them).
+pub fn fix_for(r: &PackReport) -> Option<String> {
+    if r.ready {
+        return None;
+    }
+    let fix = if !r.config_ok {
+        "fix its config (the file and line are named above)"
+    } else if r.placement != Placement::Managed && !r.opted_in {
+        "move it to isolated_nodes/, or make its __init__.py call register_nodes()"
+    } else if r
+        .problems
+        .first()
+        .is_some_and(|_| r.env == ReportState::Unknown)
+    {
+        "fix the cause named above, then run `airlock build`"
+    } else if matches!(r.env, ReportState::Missing | ReportState::Stale) {
+        "run `airlock build` to build its environment"
+    } else if r.env == ReportState::Broken {
+        "run `airlock build` to rebuild its environment"
+    } else if r.nodes == Some(NodesState::Failed) {
+        "fix the import error shown above (in the pack's code, or add what it imports to its \
+         dependencies); ComfyUI reads its nodes again once the pack or its environment changes"
+    } else {
+        "see the problems above"
+    };
+    Some(fix.to_string())
 }
 
 #[cfg(test)]

@@ -28,7 +28,9 @@ mod progress;
 mod pyversion;
 mod record;
 mod requirement;
+mod requirements_txt;
 mod run;
+mod scans;
 mod toml_doc;
 mod uv;
 
@@ -39,7 +41,10 @@ pub use builder::{
 pub use comfy::{COMFY_MODULES, ComfyImport, ComfyReason, core_requirements, find_comfy_import};
 pub use config::{AIRLOCK_TOML, COMFY_ENV_TOML, ConfigFormat, PackConfig};
 pub use discover::{CUSTOM_NODES_DIR, DiscoveredPack, MANAGED_DIR, Placement, discover_packs};
-pub use doctor::{EnvProbe, PackReport, ReportState, nvml_present, probe_env, report_pack};
+pub use doctor::{
+    EnvProbe, NodesState, PackReport, ReportState, fix_for, import_problem, nvml_present,
+    probe_env, report_pack,
+};
 pub use error::{BuildError, ConfigError, EnvError, IoOp, NotReady, ProbeError};
 pub use gc::{GcItem, GcKind, GcPlan, plan_gc};
 pub use home::{Home, pack_id};
@@ -49,4 +54,5 @@ pub use policy::{PICKLE_DENIED_MODULES, Sandbox, WorkerPolicy};
 pub use progress::{Lines, Progress, Silent, Spinner, stderr_is_terminal};
 pub use pyversion::PythonRequest;
 pub use record::{EnvRecord, PackRecord};
+pub use scans::{CachedScan, ScanFailure, cached_scan, scan_key, scan_path};
 pub use uv::{Uv, UvLocator};

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use airlock_env::{
-    DiscoveredPack, EnvOptions, GcPlan, Home, Lines, PackReport, Progress, ReportState, Spinner,
-    UvLocator, discover_packs, ensure_env, nvml_present, plan_gc, report_pack, stderr_is_terminal,
+    DiscoveredPack, EnvOptions, GcPlan, Home, Lines, NodesState, PackReport, Progress, ReportState,
+    Spinner, UvLocator, discover_packs, ensure_env, nvml_present, plan_gc, report_pack,
+    stderr_is_terminal,
 };
 use clap::{Args, Parser, Subcommand};
 use pyo3::prelude::*;
@@ -336,22 +337,22 @@ fn doctor(opts: &EnvOptions, place: &Place, json: bool) -> i32 {
     for r in &reports {
         print_report(r);
     }
-    let not_ready: Vec<&str> = reports
-        .iter()
-        .filter(|r| !r.ready)
-        .map(|r| r.name.as_str())
-        .collect();
+    let not_ready: Vec<&PackReport> = reports.iter().filter(|r| !r.ready).collect();
     println!();
     if not_ready.is_empty() {
         println!("all {} packs ready", reports.len());
-        0
-    } else {
-        println!(
-            "not ready: {} (run `airlock build`, then `airlock doctor` again)",
-            not_ready.join(", ")
-        );
-        1
+        return 0;
     }
+    // Each pack with what to do about its own cause (config, env, import), not one hint for all.
+    println!("not ready:");
+    for r in not_ready {
+        println!(
+            "  {}: {}",
+            r.name,
+            r.fix.as_deref().unwrap_or("see its problems above")
+        );
+    }
+    1
 }
 
 fn print_report(r: &PackReport) {
@@ -400,8 +401,19 @@ fn print_report(r: &PackReport) {
         };
         println!("  numpy      {numpy}");
     }
+    if let Some(nodes) = r.nodes {
+        let scan = r.scan_file.as_deref().map(Path::display);
+        let scan = scan.map(|p| format!(" ({p})")).unwrap_or_default();
+        match nodes {
+            NodesState::Read => println!("  nodes      read at ComfyUI's last start{scan}"),
+            NodesState::Failed => println!("  nodes      FAILED to import{scan}"),
+            NodesState::NotRead => {
+                println!("  nodes      not read yet: ComfyUI reads them at its next start")
+            }
+        }
+    }
     if let Some(log) = &r.log {
-        println!("  log        {}", log.display());
+        println!("  build log  {}", log.display());
     }
     for p in &r.problems {
         for (i, line) in p.lines().enumerate() {

@@ -54,6 +54,10 @@ pub fn config_dict<'py>(py: Python<'py>, c: &PackConfig) -> PyResult<Bound<'py, 
     d.set_item("format", c.format.file_name())?;
     d.set_item("python", &c.python)?;
     d.set_item("dependencies", &c.dependencies)?;
+    d.set_item(
+        "requirements_file",
+        c.requirements_file.as_deref().map(path_str),
+    )?;
     d.set_item("index_url", &c.index_url)?;
     d.set_item("extra_index_urls", &c.extra_index_urls)?;
     d.set_item("find_links", &c.find_links)?;
@@ -219,4 +223,25 @@ pub fn ensure_env<'py>(
         Ok(info) => info_dict(py, &info),
         Err(e) => Err(env_error(py, &e)),
     }
+}
+
+/// The scan cache's key for a pack with the env `env_key` (`comfy_airlock.host.scan_cache`);
+/// `airlock doctor` computes the same key to find what ComfyUI's last start cached.
+#[pyfunction]
+#[pyo3(signature = (pack_dir, env_key, comfyui_dir=None))]
+pub fn scan_key(
+    py: Python<'_>,
+    pack_dir: PathBuf,
+    env_key: &str,
+    comfyui_dir: Option<PathBuf>,
+) -> PyResult<String> {
+    py.detach(|| {
+        airlock_env::scan_key(
+            &pack_dir,
+            env_key,
+            comfyui_dir.as_deref(),
+            airlock_wire::PROTOCOL_VERSION,
+        )
+    })
+    .map_err(PyErr::from)
 }

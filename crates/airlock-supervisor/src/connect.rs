@@ -1,7 +1,7 @@
 //! The worker's side of the handshake, and its control-lane thread.
 
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -72,9 +72,10 @@ pub fn connect(
     let control = ControlLane::from_framed(control);
     let state = Arc::new(ControlState::new(generation));
     let served = state.clone();
+    let tmp = private_tmp();
     std::thread::Builder::new()
         .name("airlock-control".into())
-        .spawn(move || serve_control(control, &served, host_gone))?;
+        .spawn(move || serve_control(control, &served, host_gone, tmp))?;
     Ok((
         Arc::new(CallLane::from_framed(call, Side::Worker, pool)),
         state,
@@ -122,7 +123,22 @@ fn host_may_be_gone(e: &LaneError) -> bool {
     matches!(e, LaneError::Io(_) | LaneError::Closed)
 }
 
-fn serve_control(control: ControlLane, state: &ControlState, host_gone: fn()) {
+/// This worker's private temp dir: `TMPDIR` as the host set it, named `airlock-tmp-<host
+/// pid>-…` (the host is our parent). Read before the pack runs, which may change `TMPDIR`.
+fn private_tmp() -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os("TMPDIR")?);
+    let host = rustix::process::getppid()?.as_raw_nonzero().get();
+    let name = dir.file_name()?.to_str()?;
+    name.starts_with(&format!("airlock-tmp-{host}-"))
+        .then_some(dir)
+}
+
+fn serve_control(
+    control: ControlLane,
+    state: &ControlState,
+    host_gone: fn(),
+    tmp: Option<PathBuf>,
+) {
     loop {
         let answer = match control.recv() {
             Ok(Some(Message::Ping { seq })) => Message::Pong { seq },
@@ -149,6 +165,12 @@ fn serve_control(control: ControlLane, state: &ControlState, host_gone: fn()) {
         if control.send(&answer).is_err() {
             break;
         }
+    }
+    // A host that was killed (SIGTERM, SIGKILL) removes nothing: our temp dir goes with us.
+    // (Under a sandbox that cannot remove it from its parent, its contents go; the host's next
+    // spawn sweeps the empty directory.)
+    if let Some(dir) = tmp {
+        let _ = std::fs::remove_dir_all(dir);
     }
     kill_forked_children();
     host_gone();

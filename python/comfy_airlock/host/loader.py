@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,11 +43,29 @@ def _auto_build() -> bool:
     return os.environ.get("AIRLOCK_AUTO_BUILD", "1").strip().lower() not in ("0", "false", "no")
 
 
-def _fail(name: str, dir_: str, reason: str) -> Mappings:
+def _fail(name: str, dir_: str, reason: str, cause: str, **extra: Any) -> Mappings:
+    """Reports a pack that is not loaded. ``cause`` says which step failed ("config",
+    "placement", "env", "sandbox", "import", "worker"); the row of ``/airlock/workers`` has it
+    and, for an import, the worker's traceback, as the log does."""
     log.error("[comfy-airlock] pack %r is not loaded: %s", name, reason)
+    row = {"pack": name, "dir": dir_, "state": "failed", "cause": cause, "error": reason, **extra}
     with _LOCK:
-        _FAILED[name] = {"pack": name, "dir": dir_, "state": "failed", "error": reason}
+        _FAILED[name] = row
     return {}, {}
+
+
+def _env_cause(e: BaseException) -> str:
+    return "config" if isinstance(e, _env.ConfigError) else "env"
+
+
+def _scan_failed(name: str, dir_: str, failure: dict[str, Any], cached: str | None) -> Mappings:
+    reason = f"its nodes could not be read in its worker: {scan_cache.describe(failure)}"
+    if cached:
+        reason += (
+            f"\n(cached failure from an earlier start, {cached}: the pack is imported again "
+            "once it or its environment changes, or with AIRLOCK_RESCAN=1)"
+        )
+    return _fail(name, dir_, reason, "import", traceback=failure.get("traceback"))
 
 
 def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
@@ -64,7 +83,7 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
             progress=lambda line: log.info("[comfy-airlock] %s", line),
         )
     except Exception as e:
-        return _fail(name, pack_dir, str(e))
+        return _fail(name, pack_dir, str(e), _env_cause(e))
     pack = IsolatedPack(
         name=name,
         dir=pack_dir,
@@ -81,17 +100,10 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
         # A sandbox this kernel cannot enforce is the pack's setup problem, said now.
         pack.sandbox_rules(comfyui, comfy_state.folder_paths_snapshot())
     except Exception as e:
-        return _fail(name, pack_dir, str(e))
-    cache_dir = airlock_home() / "scans"
-    try:
-        key = scan_cache.key(pack_dir, pack.env_key, comfyui)
-        meta = scan_cache.load(cache_dir, key)
-        if meta is None:
-            meta = pack.scan()
-            scan_cache.store(cache_dir, key, meta)
-    except Exception as e:
-        pack.close()
-        return _fail(name, pack_dir, f"its nodes could not be read in its worker: {e}")
+        return _fail(name, pack_dir, str(e), "sandbox")
+    meta = _read_nodes(pack, comfyui)
+    if meta is None:
+        return {}, {}
     mappings: dict[str, type] = {}
     display: dict[str, str] = {}
     for node_id, node_meta in meta["nodes"].items():
@@ -112,6 +124,37 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
     return mappings, display
 
 
+def _read_nodes(pack: IsolatedPack, comfyui: str | None) -> dict[str, Any] | None:
+    """The pack's node metadata: cached, else scanned in its worker (and cached, a failure of
+    its own code too). None: it failed, and said so."""
+    cache_dir = airlock_home() / "scans"
+    try:
+        key = scan_cache.key(pack.dir, pack.env_key, comfyui)
+    except OSError as e:
+        _fail(pack.name, pack.dir, f"its files cannot be read: {e}", "config")
+        return None
+    meta = scan_cache.load(cache_dir, key)
+    if meta is not None and "failed" in meta and not scan_cache.rescan_forced():
+        where = str(scan_cache.path(cache_dir, key))
+        _scan_failed(pack.name, pack.dir, meta["failed"], where)
+        return None
+    if meta is None or "failed" in meta:
+        try:
+            meta = pack.scan()
+        except Exception as e:
+            pack.close()
+            failure = scan_cache.failure_of(e)
+            if failure is None:  # not the pack's code: the next start tries again
+                reason = f"its worker could not read its nodes: {type(e).__name__}: {e}"
+                _fail(pack.name, pack.dir, reason, "worker")
+                return None
+            scan_cache.store(cache_dir, key, {"failed": failure})
+            _scan_failed(pack.name, pack.dir, failure, None)
+            return None
+        scan_cache.store(cache_dir, key, meta)
+    return meta
+
+
 def load_isolated_packs(base_dir: str | None = None) -> Mappings:
     """Every pack under ``<base>/isolated_nodes/`` (and ``AIRLOCK_PACKS_PATH``), set up in
     parallel. Packs with an ``airlock.toml`` in ``custom_nodes/`` are ComfyUI's to import: they
@@ -124,7 +167,7 @@ def load_isolated_packs(base_dir: str | None = None) -> Mappings:
     todo = []
     for d in found:
         if d.get("error"):
-            _fail(d["name"], d["dir"], d["error"])
+            _fail(d["name"], d["dir"], d["error"], "config")
         elif d["placement"] == "custom_nodes":
             if not d["opted_in"]:
                 _fail(
@@ -133,6 +176,7 @@ def load_isolated_packs(base_dir: str | None = None) -> Mappings:
                     "it has an airlock.toml but sits in custom_nodes/, where ComfyUI imports it "
                     "in-process. Move it to isolated_nodes/, or make its __init__.py call "
                     "comfy_airlock.register_nodes()",
+                    "placement",
                 )
         else:
             todo.append(d)
@@ -211,10 +255,33 @@ def _register_routes() -> None:
         return web.json_response(memory_status())
 
 
+# How long an idle worker may take to exit when ComfyUI does, before it is killed.
+_EXIT_GRACE_S = 1.0
+
+
 @atexit.register
 def _close_all() -> None:
+    """ComfyUI is exiting (Ctrl-C ends main.py): every worker stops now, all at once. One
+    running a node is killed at once: nothing will read its result, and its call lane is busy,
+    so it would not hear a request to exit. An idle one is asked, and killed after
+    ``_EXIT_GRACE_S``. Either way its process group and temp dir are gone when this returns."""
     with _LOCK:
-        packs = list(_PACKS.values())
-    for p in packs:
-        with contextlib.suppress(Exception):
-            p.close()
+        packs = [p for p in _PACKS.values() if p.alive()]
+    if not packs:
+        return
+    t0 = time.monotonic()
+    stoppers = [
+        threading.Thread(target=_stop, args=(p,), name=f"airlock-stop-{p.name}", daemon=True)
+        for p in packs
+    ]
+    for t in stoppers:
+        t.start()
+    deadline = t0 + _EXIT_GRACE_S + 1.0
+    for t in stoppers:
+        t.join(max(0.0, deadline - time.monotonic()))
+    log.info("[comfy-airlock] %d worker(s) stopped in %.2f s", len(packs), time.monotonic() - t0)
+
+
+def _stop(pack: IsolatedPack) -> None:
+    with contextlib.suppress(Exception):
+        pack.close(grace=0.0 if pack.busy else _EXIT_GRACE_S)

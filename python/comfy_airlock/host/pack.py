@@ -116,11 +116,12 @@ class IsolatedPack:
                 self._worker = self._spawn()
             return self._worker
 
-    def close(self) -> None:
+    def close(self, grace: float = 5.0) -> None:
+        """Stops the worker: asked to exit, killed after ``grace`` seconds (0: at once)."""
         with self._lock:
             w, self._worker = self._worker, None
         if w is not None:
-            w.close()
+            w.close(grace)
         self.bridge.drop_pack(self.name)
 
     # --- calls ---------------------------------------------------------------------------

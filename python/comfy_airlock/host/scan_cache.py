@@ -1,42 +1,56 @@
 """Node metadata, cached by the content of everything that can change it, so that a ComfyUI
-start with unchanged packs spawns no worker at all.
+start with unchanged packs spawns no worker at all; and a pack whose import failed, cached by
+the same key, so that it is not imported again at every start (a failed pack cost a worker
+spawn and its whole import each time).
 
-The key covers the pack's Python sources and config, the environment (its key is a hash of
-its lock), the ComfyUI tree's version and our own protocol: any of those changing makes a new
-scan. JSON cannot tell a tuple from a list and ComfyUI can (a combo's options are a list inside
-an input's tuple), so tuples are tagged.
+The key (``_native.scan_key``, also what ``airlock doctor`` reads) covers the pack's Python
+sources and config, the environment (its key is a hash of its lock), the ComfyUI tree's version
+and our protocol: any of those changing makes a new scan, so a cached failure is retried once
+the pack or its env changes (or with ``AIRLOCK_RESCAN=1``). Only failures of the pack's own code
+are cached (an exception raised in the worker, with its traceback): a worker that died or did
+not start in time may do better next time. JSON cannot tell a tuple from a list and ComfyUI
+can (a combo's options are a list inside an input's tuple), so tuples are tagged.
+
+An entry is ``{"nodes": {...}}`` or ``{"failed": {"error", "type", "traceback"}}``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from comfy_airlock import PROTOCOL_VERSION
-
-_SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".venv", "venv"}
+from comfy_airlock import _native
 
 
 def key(pack_dir: str, env_key: str, comfyui_dir: str | None) -> str:
-    h = hashlib.sha256()
-    h.update(f"protocol={PROTOCOL_VERSION}\0env={env_key}\0".encode())
-    if comfyui_dir:
-        version = Path(comfyui_dir, "comfyui_version.py")
-        h.update(version.read_bytes() if version.is_file() else comfyui_dir.encode())
-    root = Path(pack_dir)
-    files = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
-        for f in filenames:
-            if f.endswith(".py") or f in ("airlock.toml", "comfy-env.toml"):
-                files.append(Path(dirpath, f))
-    for path in sorted(files):
-        h.update(str(path.relative_to(root)).encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()[:32]
+    return _native.scan_key(pack_dir, env_key, comfyui_dir)
+
+
+def rescan_forced() -> bool:
+    """``AIRLOCK_RESCAN=1``: cached failures are ignored (e.g. an import that needed the
+    network, now back)."""
+    return os.environ.get("AIRLOCK_RESCAN", "").strip().lower() in ("1", "true", "yes")
+
+
+def failure_of(e: BaseException) -> dict[str, Any] | None:
+    """The cacheable record of a scan that raised, or None when the pack's code is not what
+    failed (the worker died, did not start, or timed out: another start may succeed)."""
+    tb = getattr(e, "remote_traceback", None)
+    if not tb:
+        return None
+    kind = str(getattr(e, "remote_type", "") or type(e).__name__).removeprefix("builtins.")
+    return {"error": str(e).strip(), "type": kind, "traceback": tb}
+
+
+def describe(failure: dict[str, Any]) -> str:
+    """``Type: message`` and the worker's traceback, as the log and ``/airlock/workers``
+    show it (``airlock doctor`` prints the same)."""
+    kind, error = failure.get("type"), failure.get("error") or ""
+    head = error if not kind or error.startswith(kind) else f"{kind}: {error}"
+    tb = (failure.get("traceback") or "").rstrip()
+    return f"{head}\n{tb}" if tb else head
 
 
 def _tag(value: Any) -> Any:
@@ -59,10 +73,13 @@ def _untag(value: Any) -> Any:
     return value
 
 
+def path(cache_dir: Path, k: str) -> Path:
+    return cache_dir / f"{k}.json"
+
+
 def load(cache_dir: Path, k: str) -> dict[str, Any] | None:
-    path = cache_dir / f"{k}.json"
     try:
-        return _untag(json.loads(path.read_text()))
+        return _untag(json.loads(path(cache_dir, k).read_text()))
     except (OSError, ValueError):
         return None
 
@@ -71,4 +88,4 @@ def store(cache_dir: Path, k: str, meta: dict[str, Any]) -> None:
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = cache_dir / f".{k}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(_tag(meta)))
-    os.replace(tmp, cache_dir / f"{k}.json")
+    os.replace(tmp, path(cache_dir, k))

@@ -30,6 +30,7 @@ use crate::config::PackConfig;
 use crate::error::{BuildError, EnvError, IoOp, NotReady};
 use crate::flock::FileLock;
 use crate::home::{Home, pack_id};
+use crate::host_pins;
 use crate::inputs::{Inputs, env_key, lock_packages};
 use crate::interpreter::{Finder, Interpreter};
 use crate::policy::WorkerPolicy;
@@ -204,20 +205,15 @@ fn plan_config(
     let comfy = match config.comfy {
         Some(true) => Some(ComfyReason::Forced),
         Some(false) => None,
-        None => comfy::find_comfy_import(&config.dir)
-            .map_err(BuildError::io(IoOp::Scan, &config.dir))?
-            .map(ComfyReason::Imports),
+        None => Some(
+            comfy::find_comfy_import(&config.dir)
+                .map_err(BuildError::io(IoOp::Scan, &config.dir))?
+                .map_or(ComfyReason::Default, ComfyReason::Imports),
+        ),
     };
-    let comfy_requirements = match (&comfy, &opts.comfyui_dir) {
-        (None, _) => Vec::new(),
-        (Some(reason), None) => return Err(BuildError::NoComfyUi(reason.clone())),
-        (Some(_), Some(dir)) => {
-            comfy::core_requirements(dir).map_err(|source| BuildError::ComfyRequirements {
-                path: comfy::requirements_path(dir),
-                source,
-            })?
-        }
-    };
+    // ComfyUI's folder not known (`airlock build --base` alone): a pack that needs ComfyUI
+    // cannot be built, one that only gets the default goes without.
+    let comfy = comfy.filter(|r| *r != ComfyReason::Default || opts.comfyui_dir.is_some());
     let finder = Finder {
         home: &opts.home,
         host_python: opts.host_python.as_deref(),
@@ -226,6 +222,24 @@ fn plan_config(
         log: build_log,
     };
     let interpreter = finder.find(config.python.as_deref())?;
+    let comfy_requirements = match (&comfy, &opts.comfyui_dir) {
+        (None, _) => Vec::new(),
+        (Some(reason), None) => return Err(BuildError::NoComfyUi(reason.clone())),
+        (Some(_), Some(dir)) => {
+            let written =
+                comfy::core_requirements(dir).map_err(|source| BuildError::ComfyRequirements {
+                    path: comfy::requirements_path(dir),
+                    source,
+                })?;
+            let host = opts
+                .host_python
+                .as_deref()
+                .map(host_pins::host_packages)
+                .unwrap_or_default();
+            let pins = host.for_python(&interpreter.version);
+            host_pins::pin_to_host(&written, &config.dependencies, &pins)
+        }
+    };
     let inputs = Inputs {
         python_request: config.python.clone(),
         interpreter,

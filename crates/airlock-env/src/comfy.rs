@@ -1,10 +1,13 @@
 //! Whether a pack needs ComfyUI itself in its environment, and what that adds.
 //!
 //! A worker imports the pack from the same ComfyUI tree as the host, so a pack that does
-//! `import comfy.model_management` or `import folder_paths` needs ComfyUI's own requirements
-//! (torch, safetensors, einops, ...) in its env. We detect that by scanning the pack's `.py`
-//! files for imports of ComfyUI's top-level modules; `comfy = true|false` in the config
-//! overrides the guess.
+//! `import comfy.model_management`, `import folder_paths` or `import nodes` needs ComfyUI's own
+//! requirements (torch, safetensors, einops, ...) in its env. And native packs rely on what
+//! ComfyUI installs (torch, numpy, Pillow) without listing it. So every env gets ComfyUI's
+//! requirements by default, at the host's versions (`host_pins`); `comfy = false` in the config
+//! opts out (a pack that must not have torch, or needs a numpy ComfyUI's cannot live with). An
+//! import of a ComfyUI module is still looked for, to say why an env without a known ComfyUI
+//! folder cannot be built, and why `comfy = false` will fail.
 //!
 //! From ComfyUI's `requirements.txt` we drop what only the browser UI needs (the frontend
 //! package, workflow templates, embedded docs: together over 100 MB and no use in a worker).
@@ -29,6 +32,9 @@ pub const COMFY_MODULES: &[&str] = &[
     "folder_paths",
     "node_helpers",
     "latent_preview",
+    "nodes",
+    "server",
+    "execution",
 ];
 
 /// Requirements of ComfyUI that only its browser UI uses (matched as name prefixes).
@@ -49,6 +55,8 @@ pub struct ComfyImport {
 /// Why an env gets ComfyUI's requirements.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ComfyReason {
+    /// The default: the config does not say `comfy = false`.
+    Default,
     /// The config says `comfy = true`.
     Forced,
     /// The pack imports a ComfyUI module.
@@ -58,6 +66,10 @@ pub enum ComfyReason {
 impl std::fmt::Display for ComfyReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            ComfyReason::Default => write!(
+                f,
+                "every environment has ComfyUI's requirements unless its config sets comfy = false"
+            ),
             ComfyReason::Forced => write!(f, "its config sets comfy = true"),
             ComfyReason::Imports(i) => write!(
                 f,
@@ -209,6 +221,13 @@ mod tests {
         assert!(comfy_import_in("import node_helpers  # for masks\n").is_some());
         assert!(comfy_import_in("import latent_preview\n").is_some());
         assert!(comfy_import_in("from comfy_execution.graph import X\n").is_some());
+        // ComfyUI's own nodes.py, as native packs import it.
+        assert_eq!(
+            comfy_import_in("import nodes\n").map(|r| r.1),
+            Some("nodes".into())
+        );
+        assert!(comfy_import_in("from nodes import MAX_RESOLUTION\n").is_some());
+        assert!(comfy_import_in("from server import PromptServer\n").is_some());
         // Not ComfyUI: other names, relative imports, words in text.
         assert_eq!(
             comfy_import_in("import comfyui_helpers\nfrom .comfy import x\n"),

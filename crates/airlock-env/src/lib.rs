@@ -21,6 +21,7 @@ mod flock;
 mod gc;
 mod hash;
 mod home;
+mod host_pins;
 mod inputs;
 mod interpreter;
 mod policy;

@@ -335,3 +335,49 @@ fn explicit_python_version_and_comfy_requirements() {
     assert!(!lock.contains("frontend"), "{lock}");
     assert_eq!(info.interpreter.release()[..2], host.release()[..2]);
 }
+
+#[test]
+fn comfy_requirements_by_default_at_the_hosts_versions() {
+    let Some(fx) = Fixture::new() else { return };
+    let host = host_python();
+    let version = |name: &str| -> Option<String> {
+        let out = Command::new(&host)
+            .args([
+                "-c",
+                &format!("import importlib.metadata as m; print(m.version({name:?}))"),
+            ])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let Some(idna) = version("idna") else { return };
+    let comfyui = fx.dir.path().join("ComfyUI");
+    fs::create_dir_all(&comfyui).unwrap();
+    fs::write(comfyui.join("requirements.txt"), "idna\n").unwrap();
+    let opts = EnvOptions {
+        comfyui_dir: Some(comfyui),
+        ..fx.opts.clone()
+    };
+    let lock_of = |pack: &Path| {
+        let info = ensure_env(pack, &opts, true, &Silent).unwrap();
+        (info.comfy, fs::read_to_string(&info.lock_path).unwrap())
+    };
+    // Imports nothing of ComfyUI, lists nothing: ComfyUI's requirements, at the host's version.
+    let plain = fx.pack(
+        "plain",
+        &[("airlock.toml", ""), ("__init__.py", "import os\n")],
+    );
+    let (comfy, lock) = lock_of(&plain);
+    assert!(comfy);
+    assert!(lock.contains(&format!("idna=={idna}")), "{lock}");
+    // The pack constrains it: its constraint decides, not the host's version.
+    let pins = fx.pack("pins", &[("airlock.toml", "dependencies = [\"idna<3\"]\n")]);
+    let (_, lock) = lock_of(&pins);
+    assert!(lock.contains("idna==2."), "{lock}");
+    // Opted out: nothing of ComfyUI's.
+    let out = fx.pack("optout", &[("airlock.toml", "comfy = false\n")]);
+    let (comfy, lock) = lock_of(&out);
+    assert!(!comfy && !lock.contains("idna"), "{lock}");
+}

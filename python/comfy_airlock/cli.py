@@ -7,8 +7,10 @@ ask for one) and where the ``uv`` package put its binary.
 
 from __future__ import annotations
 
+import os
 import sys
 
+import comfy_airlock
 from comfy_airlock import _native
 
 
@@ -30,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         from comfy_airlock import status
 
         return status.main(args[1:])
-    hidden = ["--host-python", sys.executable]
+    # This package is part of the scan cache's key (host/scan_cache.py): doctor needs it.
+    package = os.path.dirname(os.path.abspath(comfy_airlock.__file__))
+    hidden = ["--host-python", sys.executable, "--airlock-package", package]
     uv = _bundled_uv()
     if uv:
         hidden += ["--bundled-uv", uv]

@@ -165,7 +165,13 @@ pub enum NodesState {
 }
 
 /// Checks one discovered pack: config, env state, and (when current) what the env holds.
-pub fn report_pack(pack: &DiscoveredPack, opts: &EnvOptions, limit: Duration) -> PackReport {
+/// `runtime` is the `comfy_airlock` package the host runs (part of the scan cache's key).
+pub fn report_pack(
+    pack: &DiscoveredPack,
+    opts: &EnvOptions,
+    limit: Duration,
+    runtime: Option<&Path>,
+) -> PackReport {
     let mut r = PackReport {
         name: pack.name.clone(),
         dir: pack.dir.clone(),
@@ -209,7 +215,7 @@ pub fn report_pack(pack: &DiscoveredPack, opts: &EnvOptions, limit: Duration) ->
             r.env_dir = Some(info.env_dir.clone());
             r.key = Some(info.key.clone());
             r.python = Some(info.python.clone());
-            read_scan(&mut r, pack, opts, &info.key);
+            read_scan(&mut r, pack, opts, &info.key, runtime);
             match probe_env(&info.python, &info.env_vars, limit) {
                 Ok(p) => r.probe = Some(p),
                 Err(e) => {
@@ -242,9 +248,16 @@ pub fn report_pack(pack: &DiscoveredPack, opts: &EnvOptions, limit: Duration) ->
 }
 
 /// What the scan cache says about the pack's current content.
-fn read_scan(r: &mut PackReport, pack: &DiscoveredPack, opts: &EnvOptions, env_key: &str) {
+fn read_scan(
+    r: &mut PackReport,
+    pack: &DiscoveredPack,
+    opts: &EnvOptions,
+    env_key: &str,
+    runtime: Option<&Path>,
+) {
     let comfyui = opts.comfyui_dir.as_deref();
-    let Ok(key) = scan_key(&pack.dir, env_key, comfyui, airlock_wire::PROTOCOL_VERSION) else {
+    let protocol = airlock_wire::PROTOCOL_VERSION;
+    let Ok(key) = scan_key(&pack.dir, env_key, comfyui, runtime, protocol) else {
         return; // an unreadable source file: the scan would say so; nothing to report here
     };
     r.scan_file = Some(scan_path(&opts.home, &key));

@@ -11,8 +11,10 @@
 //! ```
 //!
 //! The key covers the pack's Python sources and config files, the environment's key (a hash
-//! of its lock), the ComfyUI tree's version and the wire protocol: a change to any of them
-//! makes a new key, so a cached failure is retried once the pack or its env changes.
+//! of its lock), the ComfyUI tree's version, our own Python sources (the `comfy_airlock`
+//! package, whose worker runtime does the import) and the wire protocol: a change to any of them
+//! makes a new key, so a cached failure is retried once the pack, its env or comfy-airlock
+//! changes.
 
 use std::fs;
 use std::io;
@@ -59,6 +61,7 @@ pub fn scan_key(
     pack_dir: &Path,
     env_key: &str,
     comfyui_dir: Option<&Path>,
+    runtime_dir: Option<&Path>,
     protocol: u32,
 ) -> io::Result<String> {
     let mut h = Sha256::new();
@@ -70,16 +73,27 @@ pub fn scan_key(
             Err(_) => h.update(dir.as_os_str().as_encoded_bytes()),
         }
     }
+    if let Some(runtime) = runtime_dir {
+        h.update(b"runtime\0");
+        hash_tree(&mut h, runtime)?;
+        h.update(b"pack\0");
+    }
+    hash_tree(&mut h, pack_dir)?;
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok(hex[..32].to_string())
+}
+
+/// Each source and config file under `root`: its relative path and the hash of its content.
+fn hash_tree(h: &mut Sha256, root: &Path) -> io::Result<()> {
     let mut files = Vec::new();
-    collect(pack_dir, Path::new(""), &mut files)?;
+    collect(root, Path::new(""), &mut files)?;
     files.sort();
     for rel in files {
         h.update(rel.as_bytes());
         h.update(b"\0");
-        h.update(Sha256::digest(fs::read(pack_dir.join(&rel))?));
+        h.update(Sha256::digest(fs::read(root.join(&rel))?));
     }
-    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    Ok(hex[..32].to_string())
+    Ok(())
 }
 
 /// The relative paths (`/`-separated) of the files that go into the key. Symlinked folders are
@@ -147,7 +161,7 @@ mod tests {
     fn the_key_follows_sources_config_env_and_protocol_only() {
         let d = pack();
         let p = d.path();
-        let k = |env: &str, proto: u32| scan_key(p, env, None, proto).unwrap();
+        let k = |env: &str, proto: u32| scan_key(p, env, None, None, proto).unwrap();
         let base = k("e1", 3);
         assert_eq!(base.len(), 32);
         assert_eq!(base, k("e1", 3), "stable");
@@ -180,11 +194,19 @@ mod tests {
         let ui = tempfile::tempdir().unwrap();
         let ver = ui.path().join("comfyui_version.py");
         fs::write(&ver, "__version__ = \"0.30.0\"\n").unwrap();
-        let a = scan_key(d.path(), "e", Some(ui.path()), 3).unwrap();
+        let a = scan_key(d.path(), "e", Some(ui.path()), None, 3).unwrap();
         fs::write(&ver, "__version__ = \"0.31.0\"\n").unwrap();
-        let b = scan_key(d.path(), "e", Some(ui.path()), 3).unwrap();
+        let b = scan_key(d.path(), "e", Some(ui.path()), None, 3).unwrap();
         assert_ne!(a, b);
-        assert_ne!(a, scan_key(d.path(), "e", None, 3).unwrap());
+        assert_ne!(a, scan_key(d.path(), "e", None, None, 3).unwrap());
+        // Our own runtime's sources count too: an upgrade retries cached failures.
+        let rt = tempfile::tempdir().unwrap();
+        fs::write(rt.path().join("comfy.py"), "a = 1\n").unwrap();
+        let with_rt = |d2: &Path| scan_key(d.path(), "e", None, Some(d2), 3).unwrap();
+        let r1 = with_rt(rt.path());
+        assert_ne!(r1, scan_key(d.path(), "e", None, None, 3).unwrap());
+        fs::write(rt.path().join("comfy.py"), "a = 2\n").unwrap();
+        assert_ne!(r1, with_rt(rt.path()));
     }
 
     #[test]

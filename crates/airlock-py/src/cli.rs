@@ -35,6 +35,9 @@ struct Cli {
     /// The Python running the CLI (passed by comfy_airlock.cli): the default interpreter.
     #[arg(long, global = true, hide = true, value_name = "PATH")]
     host_python: Option<PathBuf>,
+    /// The `comfy_airlock` package (passed by comfy_airlock.cli): part of the scan cache's key.
+    #[arg(long, global = true, hide = true, value_name = "DIR")]
+    airlock_package: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -131,7 +134,9 @@ pub fn run(argv: Vec<String>, interrupted: &dyn Fn() -> bool) -> i32 {
     };
     match &cli.command {
         Command::Build { place, packs } => build(&opts, place, packs, interrupted),
-        Command::Doctor { place, json } => doctor(&opts, place, *json),
+        Command::Doctor { place, json } => {
+            doctor(&opts, place, *json, cli.airlock_package.as_deref())
+        }
         Command::Gc { place, delete } => gc(&opts, place, *delete),
     }
 }
@@ -268,7 +273,7 @@ fn build(
     i32::from(!failed.is_empty())
 }
 
-fn doctor(opts: &EnvOptions, place: &Place, json: bool) -> i32 {
+fn doctor(opts: &EnvOptions, place: &Place, json: bool, runtime: Option<&Path>) -> i32 {
     let Some(base) = place.base() else {
         eprintln!("{NO_BASE}");
         return 2;
@@ -278,7 +283,10 @@ fn doctor(opts: &EnvOptions, place: &Place, json: bool) -> i32 {
     let landlock = airlock_sandbox::check(true);
     let packs = discover(&base);
     let limit = Duration::from_secs(120);
-    let reports: Vec<PackReport> = packs.iter().map(|p| report_pack(p, opts, limit)).collect();
+    let reports: Vec<PackReport> = packs
+        .iter()
+        .map(|p| report_pack(p, opts, limit, runtime))
+        .collect();
     let ready = reports.iter().all(|r| r.ready);
     if json {
         let doc = serde_json::json!({

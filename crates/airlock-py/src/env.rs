@@ -228,18 +228,20 @@ pub fn ensure_env<'py>(
 /// The scan cache's key for a pack with the env `env_key` (`comfy_airlock.host.scan_cache`);
 /// `airlock doctor` computes the same key to find what ComfyUI's last start cached.
 #[pyfunction]
-#[pyo3(signature = (pack_dir, env_key, comfyui_dir=None))]
+#[pyo3(signature = (pack_dir, env_key, comfyui_dir=None, runtime_dir=None))]
 pub fn scan_key(
     py: Python<'_>,
     pack_dir: PathBuf,
     env_key: &str,
     comfyui_dir: Option<PathBuf>,
+    runtime_dir: Option<PathBuf>,
 ) -> PyResult<String> {
     py.detach(|| {
         airlock_env::scan_key(
             &pack_dir,
             env_key,
             comfyui_dir.as_deref(),
+            runtime_dir.as_deref(),
             airlock_wire::PROTOCOL_VERSION,
         )
     })

@@ -4,9 +4,10 @@ the same key, so that it is not imported again at every start (a failed pack cos
 spawn and its whole import each time).
 
 The key (``_native.scan_key``, also what ``airlock doctor`` reads) covers the pack's Python
-sources and config, the environment (its key is a hash of its lock), the ComfyUI tree's version
-and our protocol: any of those changing makes a new scan, so a cached failure is retried once
-the pack or its env changes (or with ``AIRLOCK_RESCAN=1``). Only failures of the pack's own code
+sources and config, the environment (its key is a hash of its lock), the ComfyUI tree's
+version, this package's sources and our protocol: any of those changing makes a new scan, so a
+cached failure is retried once the pack, its env or comfy-airlock changes (or with
+``AIRLOCK_RESCAN=1``). Only failures of the pack's own code
 are cached (an exception raised in the worker, with its traceback): a worker that died or did
 not start in time may do better next time. JSON cannot tell a tuple from a list and ComfyUI
 can (a combo's options are a list inside an input's tuple), so tuples are tagged.
@@ -21,11 +22,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+import comfy_airlock
 from comfy_airlock import _native
 
 
+def package_dir() -> str:
+    """This ``comfy_airlock`` package: its sources are part of the key (the worker runtime that
+    imports the pack is in it), so an upgrade retries cached failures."""
+    return os.path.dirname(os.path.abspath(comfy_airlock.__file__))
+
+
 def key(pack_dir: str, env_key: str, comfyui_dir: str | None) -> str:
-    return _native.scan_key(pack_dir, env_key, comfyui_dir)
+    return _native.scan_key(pack_dir, env_key, comfyui_dir, package_dir())
 
 
 def rescan_forced() -> bool:

@@ -2,7 +2,7 @@
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use airlock_shm::PoolConfig;
@@ -72,10 +72,10 @@ pub fn connect(
     let control = ControlLane::from_framed(control);
     let state = Arc::new(ControlState::new(generation));
     let served = state.clone();
-    let tmp = private_tmp();
+    let _ = PRIVATE_TMP.set(private_tmp());
     std::thread::Builder::new()
         .name("airlock-control".into())
-        .spawn(move || serve_control(control, &served, host_gone, tmp))?;
+        .spawn(move || serve_control(control, &served, host_gone))?;
     Ok((
         Arc::new(CallLane::from_framed(call, Side::Worker, pool)),
         state,
@@ -123,6 +123,9 @@ fn host_may_be_gone(e: &LaneError) -> bool {
     matches!(e, LaneError::Io(_) | LaneError::Closed)
 }
 
+/// This worker's private temp dir, found at [`connect`].
+static PRIVATE_TMP: OnceLock<Option<PathBuf>> = OnceLock::new();
+
 /// This worker's private temp dir: `TMPDIR` as the host set it, named `airlock-tmp-<host
 /// pid>-…` (the host is our parent). Read before the pack runs, which may change `TMPDIR`.
 fn private_tmp() -> Option<PathBuf> {
@@ -133,12 +136,7 @@ fn private_tmp() -> Option<PathBuf> {
         .then_some(dir)
 }
 
-fn serve_control(
-    control: ControlLane,
-    state: &ControlState,
-    host_gone: fn(),
-    tmp: Option<PathBuf>,
-) {
+fn serve_control(control: ControlLane, state: &ControlState, host_gone: fn()) {
     loop {
         let answer = match control.recv() {
             Ok(Some(Message::Ping { seq })) => Message::Pong { seq },
@@ -166,12 +164,6 @@ fn serve_control(
             break;
         }
     }
-    // A host that was killed (SIGTERM, SIGKILL) removes nothing: our temp dir goes with us.
-    // (Under a sandbox that cannot remove it from its parent, its contents go; the host's next
-    // spawn sweeps the empty directory.)
-    if let Some(dir) = tmp {
-        let _ = std::fs::remove_dir_all(dir);
-    }
     kill_forked_children();
     host_gone();
 }
@@ -182,7 +174,14 @@ fn serve_control(
 /// signals a group it does not own. The signal reaches us too, which ends us as surely as
 /// `host_gone` would. The control thread calls it when its lane ends; a worker's call loop
 /// that finds the host gone first should call it too.
+///
+/// A host that was killed (SIGTERM, SIGKILL) removes nothing, so this worker's private temp dir
+/// goes first, whichever thread notices. (Under a sandbox that may not remove it from its
+/// parent, its contents go; the host's next spawn sweeps the empty directory.)
 pub fn kill_forked_children() {
+    if let Some(Some(dir)) = PRIVATE_TMP.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     let me = rustix::process::getpid();
     if rustix::process::getpgrp() == me {
         let _ = rustix::process::kill_process_group(me, rustix::process::Signal::KILL);

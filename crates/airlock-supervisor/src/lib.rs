@@ -16,6 +16,7 @@ mod connect;
 mod control;
 mod error;
 mod escalation;
+mod exec;
 mod exit;
 mod lane;
 mod liveness;
@@ -27,7 +28,9 @@ mod shm_state;
 mod signal_page;
 mod spawn;
 
-pub use connect::{WorkerIdentity, abandon_handshake, connect, kill_forked_children};
+pub use connect::{
+    WorkerIdentity, abandon_handshake, connect, forbid_same_user_access, kill_forked_children,
+};
 pub use control::{ControlState, ModelHandler};
 pub use error::{LaneError, SpawnError, WorkerDied};
 pub use escalation::{Escalation, InterruptPolicy, Step};

@@ -12,6 +12,7 @@
 //! exits, shuts our ends of its sockets, so a caller blocked on a reply wakes at once with an
 //! error that names the worker, its exit status and the last lines of its stderr.
 
+mod accept;
 mod connect;
 mod control;
 mod error;

@@ -22,6 +22,7 @@ from comfy_airlock._native import (
 )
 from comfy_airlock.supervisor import Worker
 from comfy_airlock.values import Codec, register_codec
+from comfy_airlock.worker_env import INHERIT_ENV
 
 
 def register_model(module, *, name=None, device=None):
@@ -60,6 +61,7 @@ def register_nodes(path=None):
 
 
 __all__ = [
+    "INHERIT_ENV",
     "PROTOCOL_VERSION",
     "AirlockError",
     "CallInterrupted",

@@ -10,6 +10,7 @@ from typing import Any
 
 from comfy_airlock import _native, pickling
 from comfy_airlock._runtime import runtime_dir
+from comfy_airlock.worker_env import INHERIT_ENV, InheritEnv, worker_env
 
 # Variables of the host that would make another interpreter load the wrong stdlib or packages.
 _STRIP = ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONEXECUTABLE", "__PYVENV_LAUNCHER__")
@@ -21,8 +22,10 @@ class Worker:
     ``python`` is the interpreter (e.g. a venv's ``bin/python``, any CPython >= 3.10). Our
     runtime is put on its path from a private copy of this package; ``sys_path`` entries follow
     it. ``preload`` names modules the worker imports before its first call (where a pack
-    registers its codecs). ``env`` is the worker's whole environment (default: the host's).
-    ``on_event(topic, payload)`` receives what the worker sends with
+    registers its codecs). ``env`` is the worker's whole environment; by default (``None``) it
+    is the allow-listed part of the host's (what Python, torch and CUDA need; no API keys or
+    tokens: :mod:`comfy_airlock.worker_env`), and ``env=comfy_airlock.INHERIT_ENV`` passes the
+    host's whole environment, secrets included. ``on_event(topic, payload)`` receives what the worker sends with
     :func:`comfy_airlock.worker.runtime.emit` while a call runs, on the calling thread. The
     process starts at once and is started again, as a new generation, on the first call after
     it dies.
@@ -48,7 +51,7 @@ class Worker:
         *,
         sys_path: Iterable[str | os.PathLike[str]] = (),
         preload: Iterable[str] = (),
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | InheritEnv | None = None,
         name: str | None = None,
         cwd: str | os.PathLike[str] | None = None,
         connect_timeout: float = 60.0,
@@ -63,7 +66,16 @@ class Worker:
             raise _native.SpawnError(f"worker interpreter {python!r} is not an executable file")
         if name is None:
             name = Path(python).parent.parent.name or "worker"
-        environ = dict(os.environ if env is None else env)
+        if env is None:
+            environ = worker_env({}, {})
+        elif env is INHERIT_ENV:
+            environ = dict(os.environ)
+        elif isinstance(env, Mapping):
+            environ = dict(env)
+        else:
+            raise TypeError(
+                f"env must be a mapping, None or comfy_airlock.INHERIT_ENV, not {type(env).__name__}"
+            )
         for k in _STRIP:
             environ.pop(k, None)
         path = [runtime_dir(), *(os.fspath(p) for p in sys_path)]

@@ -31,7 +31,7 @@ mod _native {
     #[pymodule_export]
     use crate::lane::{Lane, rejections};
     #[pymodule_export]
-    use crate::worker::{WorkerLink, connect};
+    use crate::worker::{WorkerLink, connect, forbid_same_user_access};
 
     #[pymodule_export]
     const PROTOCOL_VERSION: u32 = airlock_wire::PROTOCOL_VERSION;

@@ -17,8 +17,8 @@ from comfy_airlock._native import CallInterrupted
 from comfy_airlock.host import comfy_state, ram
 from comfy_airlock.host.bridge import BRIDGE, Bridge
 from comfy_airlock.host.timing import Timing
-from comfy_airlock.host.worker_env import worker_env
 from comfy_airlock.supervisor import Worker
+from comfy_airlock.worker_env import worker_env
 
 log = logging.getLogger("comfy_airlock")
 

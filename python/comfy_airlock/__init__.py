@@ -18,6 +18,7 @@ from comfy_airlock._native import (
     RemoteError,
     SandboxError,
     SpawnError,
+    ValueTooLarge,
     WorkerDied,
 )
 from comfy_airlock.supervisor import Worker
@@ -75,6 +76,7 @@ __all__ = [
     "RemoteError",
     "SandboxError",
     "SpawnError",
+    "ValueTooLarge",
     "Worker",
     "WorkerDied",
     "register_codec",

@@ -24,8 +24,6 @@ import builtins
 import ctypes
 import importlib
 import logging
-import mmap
-import os
 import sys
 import weakref
 from collections.abc import Callable
@@ -33,10 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from comfy_airlock import _native, pickling
+from comfy_airlock.mappings import region_buffer as _region_buffer
 
 log = logging.getLogger("comfy_airlock")
-
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
 @dataclass(frozen=True)
@@ -178,30 +175,6 @@ def _is_dense(shape, strides) -> bool:
 
 def _span(shape, strides) -> int:
     return 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True))
-
-
-# --- mappings -------------------------------------------------------------------------------
-
-
-def _mapping(lane, side: int, segment: int) -> mmap.mmap:
-    maps = lane.mappings
-    mm = maps.get((side, segment))
-    if mm is None:
-        for key in lane.take_unmapped():
-            maps.pop(key, None)  # views keep their mapping alive until they die
-        fd, size = lane.segment_fd(side, segment)
-        try:
-            mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE)
-        finally:
-            os.close(fd)
-        maps[(side, segment)] = mm
-    return mm
-
-
-def _region_buffer(lane, region) -> ctypes.Array:
-    side, segment, offset, nbytes = region
-    mm = _mapping(lane, side, segment)
-    return (ctypes.c_char * nbytes).from_buffer(mm, offset)
 
 
 # --- passing on without a copy ---------------------------------------------------------------

@@ -22,7 +22,7 @@ mod _native {
     #[pymodule_export]
     use crate::errors::{
         AirlockError, CallInterrupted, DeadlineExceeded, HandshakeError, ProtocolError,
-        RemoteError, SpawnError, WorkerDied,
+        RemoteError, SpawnError, ValueTooLarge, WorkerDied,
     };
     #[pymodule_export]
     use crate::hooks::install_hooks;

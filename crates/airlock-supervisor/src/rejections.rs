@@ -73,7 +73,9 @@ impl Rejection {
             WireError::Truncated { .. } => Rejection::Truncated,
             WireError::Malformed(_)
             | WireError::LimitExceeded { .. }
-            | WireError::TrailingBytes(_) => Rejection::Malformed,
+            | WireError::TrailingBytes(_)
+            // Only ever our own message, on sending: never counted (counts are of reads).
+            | WireError::Unencodable { .. } => Rejection::Malformed,
         }
     }
 

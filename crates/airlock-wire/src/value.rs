@@ -175,8 +175,10 @@ pub enum Value {
     None,
     Bool(bool),
     Int(i64),
-    /// An integer beyond `i64`, as decimal text.
-    BigInt(String),
+    /// An integer beyond `i64`: its two's-complement bytes, least significant first (Python's
+    /// `int.to_bytes(n, "little", signed=True)`). Bytes, not decimal text: decimal conversion
+    /// is quadratic, and Python refuses it past 4 300 digits. Bounded by the frame's length.
+    BigInt(Vec<u8>),
     Float(f64),
     Str(String),
     Bytes(Vec<u8>),
@@ -195,7 +197,7 @@ enum Node {
     None,
     Bool(bool),
     Int(i64),
-    BigInt(String),
+    BigInt(#[serde(with = "serde_bytes")] Vec<u8>),
     Float(f64),
     Str(String),
     Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
@@ -213,7 +215,7 @@ enum NodeRef<'a> {
     None,
     Bool(bool),
     Int(i64),
-    BigInt(&'a str),
+    BigInt(#[serde(with = "serde_bytes")] &'a [u8]),
     Float(f64),
     Str(&'a str),
     Bytes(#[serde(with = "serde_bytes")] &'a [u8]),
@@ -224,11 +226,7 @@ enum NodeRef<'a> {
     Ext(&'a str),
 }
 
-/// Whether `s` is an integer in decimal: an optional `-`, then one or more ASCII digits.
-fn is_decimal(s: &str) -> bool {
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-}
+const EMPTY_BIG_INT: &str = "big integer has no bytes";
 
 fn count(n: usize) -> Result<u32, String> {
     u32::try_from(n).map_err(|_| format!("container of {n} items is too large"))
@@ -250,11 +248,11 @@ fn flatten(value: &Value) -> Result<Vec<NodeRef<'_>>, String> {
             Value::None => NodeRef::None,
             Value::Bool(b) => NodeRef::Bool(*b),
             Value::Int(i) => NodeRef::Int(*i),
-            Value::BigInt(s) => {
-                if !is_decimal(s) {
-                    return Err("big integer is not decimal digits".into());
+            Value::BigInt(b) => {
+                if b.is_empty() {
+                    return Err(EMPTY_BIG_INT.into());
                 }
-                NodeRef::BigInt(s)
+                NodeRef::BigInt(b)
             }
             Value::Float(f) => NodeRef::Float(*f),
             Value::Str(s) => NodeRef::Str(s),
@@ -364,11 +362,11 @@ fn unflatten(nodes: Vec<Node>) -> Result<Value, String> {
             Node::None => Value::None,
             Node::Bool(b) => Value::Bool(b),
             Node::Int(i) => Value::Int(i),
-            Node::BigInt(s) => {
-                if !is_decimal(&s) {
-                    return Err("big integer is not decimal digits".into());
+            Node::BigInt(b) => {
+                if b.is_empty() {
+                    return Err(EMPTY_BIG_INT.into());
                 }
-                Value::BigInt(s)
+                Value::BigInt(b)
             }
             Node::Float(f) => Value::Float(f),
             Node::Str(s) => Value::Str(s),

@@ -23,6 +23,7 @@ from __future__ import annotations
 import builtins
 import ctypes
 import importlib
+import inspect
 import logging
 import mmap
 import os
@@ -114,6 +115,9 @@ _NUMPY_EXOTIC = {
 _warned_raw: set[str] = set()
 
 
+_HOST = 0  # ``lane.side`` of the host (the core's ``Side::Host``)
+
+
 def _optional(name: str):
     """The module if it is installed here (imported on first need), else None."""
     module = sys.modules.get(name)
@@ -125,20 +129,28 @@ def _optional(name: str):
     return module
 
 
-def _numpy_dtype(np, name: str):
+def _finder(lane) -> Callable[[str], Any]:
+    """How a received value may find torch, numpy or ml_dtypes: in a worker, importing them
+    (it runs its pack's code anyway); in the host, only among the modules it has imported, so
+    that a peer never makes the host import anything (a torch-less host gets numpy arrays)."""
+    return sys.modules.get if lane.side == _HOST else _optional
+
+
+def _numpy_dtype(np, name: str, find: Callable[[str], Any] = _optional):
     if name in _NUMPY_NAMES:
         return np.dtype(_NUMPY_NAMES[name])
     ml_name, raw = _NUMPY_EXOTIC[name]
     try:
-        import ml_dtypes
-
+        ml_dtypes = find("ml_dtypes")
+        if ml_dtypes is None:
+            raise ImportError("ml_dtypes")
         return np.dtype(getattr(ml_dtypes, ml_name))
     except (ImportError, AttributeError):
         if name not in _warned_raw:
             _warned_raw.add(name)
             log.warning(
-                "numpy has no %s and ml_dtypes is not installed: %s tensors arrive as raw %s "
-                "bit patterns",
+                "numpy has no %s and ml_dtypes is not installed (or, in the host, not imported): "
+                "%s tensors arrive as raw %s bit patterns",
                 name,
                 name,
                 raw,
@@ -359,16 +371,20 @@ def _encode_numpy(lane, np, a):
 
 def decode_tensor(lane, kind, dtype, shape, strides, region, device):
     """Called by the core for each received tensor: a zero-copy view of the peer's region."""
-    torch = _optional("torch") if kind == "torch" else None
-    np = None if torch is not None else _optional("numpy")
+    find = _finder(lane)
+    torch = find("torch") if kind == "torch" else None
+    np = None if torch is not None else find("numpy")
     if torch is None and np is None:
-        torch = _optional("torch")
+        torch = find("torch")
         if torch is None:
-            raise TypeError("received a tensor, but neither torch nor numpy is installed here")
+            if region is not None:
+                lane.release(*region)
+            where = "imported by this host" if lane.side == _HOST else "installed here"
+            raise TypeError(f"received a tensor, but neither torch nor numpy is {where}")
     if region is None:
         if torch is not None:
             return torch.empty(shape, dtype=getattr(torch, dtype))
-        return np.empty(shape, dtype=_numpy_dtype(np, dtype))
+        return np.empty(shape, dtype=_numpy_dtype(np, dtype, find))
     try:
         buf = _region_buffer(lane, region)
     except BaseException:
@@ -386,7 +402,7 @@ def decode_tensor(lane, kind, dtype, shape, strides, region, device):
         if device != "cpu" and _device_available(torch, device):
             out = out.to(device)
         return out
-    ndt = _numpy_dtype(np, dtype)
+    ndt = _numpy_dtype(np, dtype, find)
     flat = np.frombuffer(buf, dtype=ndt, count=span)
     if contiguous:
         return flat.reshape(shape)
@@ -422,8 +438,8 @@ def decode_ext(name, payload):
 
 # --- exceptions -----------------------------------------------------------------------------
 
-# Exception classes are looked up only in these packages, and only if the host has already
-# imported them: the peer never makes the host import anything.
+# Exception classes are looked up only in these packages, and only among the modules the host
+# has already imported: the peer never makes the host import anything.
 _EXCEPTION_ROOTS = {"builtins", "torch", "numpy", "comfy", "comfy_extras", "comfy_api"}
 
 
@@ -435,11 +451,18 @@ class RemoteTraceback(Exception):
 
 
 def _exception_class(module: str, qualname: str) -> type[Exception] | None:
+    """The host's class ``module.qualname``, found without running any code: the module must be
+    in ``sys.modules`` already, and each step of the qualname is read from the namespace itself
+    (``inspect.getattr_static``), never through ``getattr``. torch's and numpy's module-level
+    ``__getattr__`` import submodules on first access (``torch._dynamo``, ``numpy.testing``), so
+    a peer naming ``torch`` / ``_dynamo.exc.X`` would otherwise make the host import them."""
     if module.split(".")[0] not in _EXCEPTION_ROOTS:
         return None
     obj: Any = builtins if module == "builtins" else sys.modules.get(module)
     for part in qualname.split("."):
-        obj = getattr(obj, part, None)
+        if obj is None or not part.isidentifier():  # "<locals>" and the like: not reachable
+            return None
+        obj = inspect.getattr_static(obj, part, None)
     # Only Exception subclasses: a worker's SystemExit must not stop the host.
     if isinstance(obj, type) and issubclass(obj, Exception):
         return obj
@@ -468,11 +491,21 @@ def make_exception(worker, module, qualname, message, args, traceback):
 # --- logs -----------------------------------------------------------------------------------
 
 
+# A worker's records go to one host logger per worker, whatever logger name the record carries:
+# that name is the worker's to choose, and every ``logging.getLogger`` name stays in the host's
+# logging manager for good (20 000 names were 20 000 loggers). The worker's logger is kept on
+# the record (``airlock_logger``) and in the message, so a reader still sees who said what.
+
+
 def _log(worker, stream, level, logger, line):
-    name = f"comfy_airlock.worker.{worker}"
-    if logger:
-        name = f"{name}.{logger}"
-    logging.getLogger(name).log(level, "[%s] %s", worker, line)
+    # Levels are the worker's too, and a logger caches its answer for every level it is asked.
+    level = min(max(level, 1), 100)
+    target = logging.getLogger(f"comfy_airlock.worker.{worker}")
+    if not target.isEnabledFor(level):
+        return
+    who = f"{worker}/{logger}" if logger else worker
+    extra = {"airlock_worker": worker, "airlock_logger": logger or None, "airlock_stream": stream}
+    target.log(level, "[%s] %s", who, line, extra=extra)
 
 
 _native.install_hooks(encode_other, decode_tensor, decode_ext, make_exception, _log)

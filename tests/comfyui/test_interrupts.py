@@ -186,3 +186,29 @@ def test_a_node_that_first_imports_model_management_inside_itself_stops_at_its_c
 @pytest.mark.parametrize("node", list(STYLES))
 def test_every_import_style_stops_at_its_own_check(server, tmp_path, node):
     _measure(server, node, STYLES[node], tmp_path)
+
+
+def test_import_hooks_run_after_import_and_reload_and_never_fail_it(tmp_path, monkeypatch):
+    """The mechanism under the gate (worker/on_import.py), on a module of its own: a hook that
+    fails neither fails the import nor stops the next hook, and a reload runs them again."""
+    import importlib
+    import sys
+
+    from comfy_airlock.worker.on_import import after_import
+
+    (tmp_path / "airlock_hooked.py").write_text("import threading\nlock = threading.RLock()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen: list[int] = []
+
+    def broken(module):
+        raise RuntimeError("a hook that fails")
+
+    after_import("airlock_hooked", broken)
+    after_import("airlock_hooked", lambda m: seen.append(id(m.lock)))
+    try:
+        module = importlib.import_module("airlock_hooked")
+        assert len(seen) == 1, "the second hook ran although the first failed"
+        importlib.reload(module)
+        assert len(seen) == 2 and seen[0] != seen[1], "a reload makes new globals: hooks again"
+    finally:
+        sys.modules.pop("airlock_hooked", None)

@@ -131,9 +131,13 @@ def _optional(name: str):
 
 def _finder(lane) -> Callable[[str], Any]:
     """How a received value may find torch, numpy or ml_dtypes: in a worker, importing them
-    (it runs its pack's code anyway); in the host, only among the modules it has imported, so
-    that a peer never makes the host import anything (a torch-less host gets numpy arrays)."""
-    return sys.modules.get if lane.side == _HOST else _optional
+    (it runs its pack's code anyway). In the host, torch and ml_dtypes only if it has imported
+    them, so a torch tensor reaches a torch-less host as a numpy array; numpy, the one array
+    type we choose ourselves, is imported if need be, never a module because the peer named
+    it."""
+    if lane.side != _HOST:
+        return _optional
+    return lambda name: _optional(name) if name == "numpy" else sys.modules.get(name)
 
 
 def _numpy_dtype(np, name: str, find: Callable[[str], Any] = _optional):
@@ -379,8 +383,11 @@ def decode_tensor(lane, kind, dtype, shape, strides, region, device):
         if torch is None:
             if region is not None:
                 lane.release(*region)
-            where = "imported by this host" if lane.side == _HOST else "installed here"
-            raise TypeError(f"received a tensor, but neither torch nor numpy is {where}")
+            if lane.side == _HOST:
+                why = "this host has not imported torch, and numpy is not installed"
+            else:
+                why = "neither torch nor numpy is installed here"
+            raise TypeError(f"received a tensor, but {why}")
     if region is None:
         if torch is not None:
             return torch.empty(shape, dtype=getattr(torch, dtype))

@@ -1,14 +1,12 @@
 """A host process for tests/faults/test_peer_imports.py: it asks a worker for exceptions whose
 classes claim modules this host has not imported and for tensors, and reports which modules
-appeared in its ``sys.modules`` meanwhile (JSON on stdout). First without torch, then after
-importing torch itself. Run as ``python peer_import_host.py WORKER_SIDE_DIR``."""
+appeared in its ``sys.modules`` meanwhile (JSON on stdout). First with neither torch nor numpy,
+then without torch, then after importing torch itself. Run as ``python peer_import_host.py WORKER_SIDE_DIR``."""
 
 from __future__ import annotations
 
 import json
 import sys
-
-import numpy  # noqa: F401  (a host with numpy and, at first, without torch)
 
 import comfy_airlock
 
@@ -49,9 +47,14 @@ def _phase(w) -> dict:
 def main() -> None:
     w = comfy_airlock.Worker(sys.executable, sys_path=[sys.argv[1]], name="peer-imports")
     try:
+        # A bare host (neither torch nor numpy) handed a torch tensor: numpy, comfy-airlock's
+        # own choice of array, may be imported to hold it; torch may not.
+        out = {"bare_had_numpy": "numpy" in sys.modules}
+        t = type(w.call("peer_values:tensor", "torch"))
+        out["bare_tensor"] = f"{t.__module__}.{t.__qualname__}"
         # Once each way first, so what the host imports for its own work is in the baseline.
         _phase(w)
-        out = {"torchless": _phase(w), "torch_before": "torch" in sys.modules}
+        out.update(torchless=_phase(w), torch_before="torch" in sys.modules)
         import torch  # noqa: F401  (now the host has torch, as ComfyUI does)
 
         out["dynamo_with_torch"] = "torch._dynamo" in sys.modules

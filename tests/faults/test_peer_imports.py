@@ -47,7 +47,10 @@ def test_the_peer_never_makes_the_host_import(fault):
             )
             assert proc.returncode == 0, proc.stderr[-3000:]
             out = json.loads(proc.stdout.strip().splitlines()[-1])
-            assert out["torch_before"] is False, "the host must start without torch"
+            assert out["bare_had_numpy"] is False, "the host must start without numpy"
+            assert out["bare_tensor"] == "numpy.ndarray", out["bare_tensor"]
+            run.outcome("torch tensor to a bare host as numpy.ndarray")
+            assert out["torch_before"] is False, "the peer made the host import torch"
             assert out["dynamo_with_torch"] is False, "importing torch must not import _dynamo"
             _check(out["torchless"], run, torch=False)
             _check(out["with_torch"], run, torch=True)

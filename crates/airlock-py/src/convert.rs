@@ -79,7 +79,7 @@ impl<'a, 'py> Encoder<'a, 'py> {
         if let Ok(i) = obj.cast_exact::<PyInt>() {
             return Ok(match i.extract::<i64>() {
                 Ok(v) => Value::Int(v),
-                Err(_) => Value::BigInt(i.str()?.to_string()),
+                Err(_) => Value::BigInt(big_int_bytes(i)?),
             });
         }
         if let Ok(f) = obj.cast_exact::<PyFloat>() {
@@ -228,6 +228,33 @@ impl<'a, 'py> Encoder<'a, 'py> {
     }
 }
 
+/// Most bytes of one int: a frame's, less room for the message around it.
+const MAX_BIG_INT_BYTES: u64 = airlock_wire::limits::MAX_FRAME_LEN as u64 - 4096;
+
+/// An int beyond `i64` as its two's-complement bytes, least significant first: linear in its
+/// size, unlike decimal text (which Python refuses past 4 300 digits). One that could not fit
+/// in a frame is refused before any bytes are made.
+fn big_int_bytes(i: &Bound<'_, PyInt>) -> PyResult<Vec<u8>> {
+    let bits: u64 = i.call_method0("bit_length")?.extract()?;
+    // One more bit for the sign.
+    let len = bits / 8 + 1;
+    if len > MAX_BIG_INT_BYTES {
+        return Err(PyValueError::new_err(format!(
+            "an int of {bits} bits ({len} bytes) cannot be sent: one int may take at most \
+             {MAX_BIG_INT_BYTES} bytes (a frame holds {} bytes)",
+            airlock_wire::limits::MAX_FRAME_LEN
+        )));
+    }
+    let bytes = i.call_method("to_bytes", (len, "little"), Some(&signed(i.py())?))?;
+    Ok(bytes.cast_into::<PyBytes>()?.as_bytes().to_vec())
+}
+
+fn signed(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let kw = PyDict::new(py);
+    kw.set_item("signed", true)?;
+    Ok(kw)
+}
+
 /// Builds the Python object for a received value. If that fails half way, the regions of
 /// tensors not yet turned into views are released at once (no view will ever release them).
 pub fn decode<'py>(
@@ -292,7 +319,11 @@ fn decode_at<'py>(
         Value::None => py.None().into_bound(py),
         Value::Bool(b) => PyBool::new(py, b).to_owned().into_any(),
         Value::Int(i) => i.into_pyobject(py)?.into_any(),
-        Value::BigInt(s) => py.get_type::<PyInt>().call1((s,))?,
+        Value::BigInt(b) => py.get_type::<PyInt>().call_method(
+            "from_bytes",
+            (PyBytes::new(py, &b), "little"),
+            Some(&signed(py)?),
+        )?,
         Value::Float(f) => PyFloat::new(py, f).into_any(),
         Value::Str(s) => PyString::new(py, &s).into_any(),
         Value::Bytes(b) => PyBytes::new(py, &b).into_any(),

@@ -28,7 +28,7 @@ pub enum ValueError {
     TooDeep { max: usize },
     #[error("a container of {0} items is too large")]
     ContainerTooLarge(usize),
-    #[error("a big integer is not decimal digits")]
+    #[error("a big integer has no bytes")]
     BadBigInt,
     #[error("{0}")]
     BadTensor(String),

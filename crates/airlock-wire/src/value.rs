@@ -23,8 +23,10 @@ pub enum Value {
     None,
     Bool(bool),
     Int(i64),
-    /// An integer beyond `i64`, as decimal text.
-    BigInt(String),
+    /// An integer beyond `i64`: its two's-complement bytes, least significant first (Python's
+    /// `int.to_bytes(n, "little", signed=True)`). Bytes, not decimal text: decimal conversion
+    /// is quadratic, and Python refuses it past 4 300 digits. Bounded by the frame's length.
+    BigInt(Vec<u8>),
     Float(f64),
     Str(String),
     Bytes(Vec<u8>),
@@ -45,7 +47,7 @@ enum Node {
     None,
     Bool(bool),
     Int(i64),
-    BigInt(String),
+    BigInt(#[serde(with = "serde_bytes")] Vec<u8>),
     Float(f64),
     Str(String),
     Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
@@ -64,7 +66,7 @@ enum NodeRef<'a> {
     None,
     Bool(bool),
     Int(i64),
-    BigInt(&'a str),
+    BigInt(#[serde(with = "serde_bytes")] &'a [u8]),
     Float(f64),
     Str(&'a str),
     Bytes(#[serde(with = "serde_bytes")] &'a [u8]),
@@ -76,11 +78,7 @@ enum NodeRef<'a> {
     Blob(&'a Blob),
 }
 
-/// Whether `s` is an integer in decimal: an optional `-`, then one or more ASCII digits.
-fn is_decimal(s: &str) -> bool {
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-}
+const EMPTY_BIG_INT: &str = "big integer has no bytes";
 
 fn count(n: usize) -> Result<u32, ValueError> {
     u32::try_from(n).map_err(|_| ValueError::ContainerTooLarge(n))
@@ -114,11 +112,11 @@ fn flatten(value: &Value) -> Result<Vec<NodeRef<'_>>, ValueError> {
             Value::None => NodeRef::None,
             Value::Bool(b) => NodeRef::Bool(*b),
             Value::Int(i) => NodeRef::Int(*i),
-            Value::BigInt(s) => {
-                if !is_decimal(s) {
+            Value::BigInt(b) => {
+                if b.is_empty() {
                     return Err(ValueError::BadBigInt);
                 }
-                NodeRef::BigInt(s)
+                NodeRef::BigInt(b)
             }
             Value::Float(f) => NodeRef::Float(*f),
             Value::Str(s) => NodeRef::Str(s),
@@ -267,11 +265,11 @@ fn unflatten(nodes: Vec<Node>) -> Result<Value, String> {
             Node::None => Value::None,
             Node::Bool(b) => Value::Bool(b),
             Node::Int(i) => Value::Int(i),
-            Node::BigInt(s) => {
-                if !is_decimal(&s) {
-                    return Err("big integer is not decimal digits".into());
+            Node::BigInt(b) => {
+                if b.is_empty() {
+                    return Err(EMPTY_BIG_INT.into());
                 }
-                Value::BigInt(s)
+                Value::BigInt(b)
             }
             Node::Float(f) => Value::Float(f),
             Node::Str(s) => Value::Str(s),

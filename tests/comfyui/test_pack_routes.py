@@ -108,6 +108,7 @@ REQUESTS = [
     ("GET", "/missing", None, {}),
     ("PUT", "/put/k1", b"put-body", {"Content-Type": "text/plain"}),
     ("DELETE", "/put/k1", None, {}),
+    ("GET", "/user", None, {"comfy-user": "default"}),
 ]
 COMPARED_HEADERS = (
     "Content-Type",

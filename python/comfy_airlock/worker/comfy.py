@@ -63,7 +63,6 @@ _NOT_MIRRORED = {
     "front_end_root",
     "enable_compress_response_body",
     "database_url",
-    "multi_user",
     "disable_all_custom_nodes",
     "whitelist_custom_nodes",
     "disable_api_nodes",

@@ -14,6 +14,8 @@ user, model and asset managers. So this module gives the same names with this sp
 - **Real here**: ``app`` (an ``aiohttp.web.Application``) and ``routes`` (a
   ``web.RouteTableDef``). The scan reports what the pack registered on them; the host mounts
   those routes and forwards their requests here (``worker/routes.py``).
+- **Upstream's own**: ``user_manager`` (``app.user_manager.UserManager``, over the host's
+  user directory and ``--multi-user``).
 - **Present, local**: ``supports``, ``loop`` (the worker's event loop), ``messages``,
   ``sockets``, ``on_prompt_handlers``, ``client_session`` and ``web_root`` (None).
 - Everything else raises an ``AttributeError`` that says this is the worker's stand-in.
@@ -187,6 +189,7 @@ class PromptServer:
         self._set: dict[str, Any] = {}
         self._app: Any = None
         self._routes: Any = None
+        self._user_manager: Any = None
         self.supports = ["custom_nodes_from_web"]
         self.prompt_queue = PromptQueue()
         self.loop = event_loop()
@@ -205,6 +208,17 @@ class PromptServer:
 
             self._app = routes.make_app()
         return self._app
+
+    @property
+    def user_manager(self) -> Any:
+        """Upstream's own ``UserManager`` (light to import), over the host's user directory and
+        ``--multi-user`` flag: ``get_request_user_id``, ``get_request_user_filepath`` and
+        ``settings`` answer as in the host. Its users are read once, when first used."""
+        if self._user_manager is None:
+            from app.user_manager import UserManager  # type: ignore[import-not-found]
+
+            self._user_manager = UserManager()
+        return self._user_manager
 
     @property
     def routes(self) -> Any:

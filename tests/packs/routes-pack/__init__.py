@@ -182,6 +182,17 @@ async def where(request):
     return web.json_response({"pid": os.getpid(), "output": folder_paths.get_output_directory()})
 
 
+@routes.get(P + "/user")
+async def user(request):
+    um = PromptServer.instance.user_manager
+    return web.json_response(
+        {
+            "id": um.get_request_user_id(request),
+            "file": um.get_request_user_filepath(request, "x.json", create_dir=False),
+        }
+    )
+
+
 @routes.get(P + "/notify")
 async def notify(request):
     PromptServer.instance.send_sync("routes-pack.notify", {"from": P})

@@ -247,7 +247,11 @@ def test_server_module_in_a_node_is_as_native(server):
         assert report["running_ids"] == report["current_ids"] == [prompt_id]
         assert report["running_len"] == [6]
         assert report["events"] == [2, 3]
+        assert report["number_bumped"] is True
     assert (native["queued"], native["remaining"]) == (iso["queued"], iso["remaining"])
+    # Each probe took a number from ComfyUI's counter, so the next prompt's number is 2 on.
+    second = server.wait(server.queue(_probe_prompt("p2")), timeout=300)
+    assert second["prompt"][0] == entry["prompt"][0] + 3
     # The host's secrets stay in the host.
     assert native["sensitive"] == [{"api_key_comfy_org": "secret-key"}]
     assert iso["sensitive"] == [{}]

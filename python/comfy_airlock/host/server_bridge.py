@@ -49,6 +49,9 @@ def answer(payload: Any) -> Any:
             "last_prompt_id": getattr(server, "last_prompt_id", None),
             "number": server.number,
         }
+    if op == "set_number":
+        server.number = int(payload["value"])
+        return None
     if op == "queue":
         return _queue(server.prompt_queue, payload)
     return {"error": f"unknown question to the server: {op!r}"}

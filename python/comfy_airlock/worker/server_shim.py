@@ -168,7 +168,13 @@ def _host_value(name: str) -> Any:
             return None
 
     def set_(self: PromptServer, value: Any) -> None:
-        # What a pack sets, it reads back (the host's own value is never changed from here).
+        if name == "number":  # the host's prompt counter (a pack queueing prompts bumps it)
+            try:
+                _ask("set_number", value=int(value))
+                return
+            except LookupError:
+                pass
+        # Other ids: what a pack sets, it reads back; the host's own are ComfyUI's to set.
         self._set[name] = value
 
     return property(get, set_, doc=f"The host's ``PromptServer.instance.{name}``, read live.")

@@ -52,6 +52,10 @@ class ServerProbe:
             "remaining": prompt_queue.get_tasks_remaining(),
             "events": [BinaryEventTypes.UNENCODED_PREVIEW_IMAGE, BinaryEventTypes.TEXT],
         }
+        # As a video pack requeues: take a number from the host's counter and bump it.
+        number = ps.number
+        ps.number += 1
+        report["number_bumped"] = ps.number == number + 1
         ps.send_sync(NAME + ".event", {"tag": tag, "node": unique_id}, ps.client_id)
         image = Image.new("RGB", (8, 8), (255, 0, 0))
         ps.send_sync(BinaryEventTypes.UNENCODED_PREVIEW_IMAGE, ("PNG", image, None), ps.client_id)

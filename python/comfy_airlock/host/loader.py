@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import env as _env
-from comfy_airlock.host import comfy_state, scan_cache
+from comfy_airlock.host import comfy_state, routes, scan_cache
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.host.proxy import build_proxy
 
@@ -106,6 +106,7 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
         old = _PACKS.pop(name, None)
         _PACKS[name] = pack
         _FAILED.pop(name, None)
+    routes.remember(pack, meta.get("routes") or [])
     if old is not None:
         old.close()
     log.info("[comfy-airlock] pack %r: %d node(s) isolated in %s", name, len(mappings), pack.python)
@@ -195,6 +196,7 @@ _ROUTES_DONE = False
 
 def _register_routes() -> None:
     global _ROUTES_DONE
+    routes.mount_pending()
     server = sys.modules.get("server")
     instance = getattr(getattr(server, "PromptServer", None), "instance", None)
     if _ROUTES_DONE or instance is None:

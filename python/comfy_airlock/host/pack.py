@@ -14,7 +14,7 @@ from typing import Any
 
 from comfy_airlock import sandbox
 from comfy_airlock._native import CallInterrupted
-from comfy_airlock.host import comfy_state, ram
+from comfy_airlock.host import comfy_state, ram, server_bridge
 from comfy_airlock.host.bridge import BRIDGE, Bridge
 from comfy_airlock.host.timing import Timing
 from comfy_airlock.supervisor import Worker
@@ -173,6 +173,8 @@ class IsolatedPack:
             w = self._worker
             if w is not None:
                 self.bridge.reconcile(self, w.generation, payload)
+        elif topic == "server?":
+            return server_bridge.answer(payload)
         else:
             _on_event(topic, payload)
 
@@ -304,7 +306,8 @@ def _on_event(topic: str, payload: Any) -> None:
     elif topic == "send_sync":
         event, data, sid = payload
         server = _prompt_server()
-        if server is not None:
+        data = server_bridge.ui_data(event, data)
+        if server is not None and data is not server_bridge.DROP:
             server.send_sync(event, data, sid)
     elif topic == "progress_text":
         text, node_id, sid = payload

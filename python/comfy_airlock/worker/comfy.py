@@ -25,7 +25,10 @@ import types
 from typing import Any
 
 from comfy_airlock.node_surface import NODE_ATTRS, model_kind
-from comfy_airlock.worker import interrupts, models, runtime
+from comfy_airlock.worker import interrupts, models, server_shim
+from comfy_airlock.worker import routes as _routes
+from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly
+from comfy_airlock.worker.server_shim import encode_preview as _encode_preview
 
 log = logging.getLogger("comfy_airlock.worker")
 
@@ -60,7 +63,6 @@ _NOT_MIRRORED = {
     "front_end_root",
     "enable_compress_response_body",
     "database_url",
-    "multi_user",
     "disable_all_custom_nodes",
     "whitelist_custom_nodes",
     "disable_api_nodes",
@@ -82,7 +84,7 @@ def _setup() -> None:
             sys.path.insert(1, comfyui)
         _mirror_args(_CONFIG.get("args", {}))
         _mirror_folder_paths(_CONFIG.get("folder_paths"))
-    _install_server_stub()
+    server_shim.install()
     _register_comfy_codecs()
 
 
@@ -126,105 +128,10 @@ def _mirror_folder_paths(snapshot: dict[str, Any] | None) -> None:
         folder_paths.folder_names_and_paths[name] = (list(paths), set(exts))
 
 
-class _Routes:
-    """Collects ``@PromptServer.instance.routes.get(...)`` registrations. Routes of isolated
-    packs are not served by the host yet; registering one is harmless and logged once."""
-
-    def __init__(self) -> None:
-        self.routes: list[tuple[str, str]] = []
-
-    def _add(self, method: str, path: str, **_: Any):
-        def deco(handler):
-            self.routes.append((method, path))
-            log.warning(
-                "HTTP route %s %s of an isolated pack is not served by the host (not supported yet)",
-                method,
-                path,
-            )
-            return handler
-
-        return deco
-
-    def get(self, path: str, **kw: Any):
-        return self._add("GET", path, **kw)
-
-    def post(self, path: str, **kw: Any):
-        return self._add("POST", path, **kw)
-
-    def put(self, path: str, **kw: Any):
-        return self._add("PUT", path, **kw)
-
-    def delete(self, path: str, **kw: Any):
-        return self._add("DELETE", path, **kw)
-
-    def patch(self, path: str, **kw: Any):
-        return self._add("PATCH", path, **kw)
-
-    def route(self, method: str, path: str, **kw: Any):
-        return self._add(method, path, **kw)
-
-    def __iter__(self):
-        return iter(())
-
-
-class PromptServer:
-    """What packs use of ``server.PromptServer.instance`` in the worker. UI messages go to the
-    host's real server, for the node that is running."""
-
-    instance: PromptServer
-
-    def __init__(self) -> None:
-        self.routes = _Routes()
-        self.client_id: str | None = None
-        self.last_node_id: str | None = None
-        self.last_prompt_id: str | None = None
-        self.supports = ["custom_nodes_from_web"]
-
-    def send_sync(self, event: str, data: Any, sid: str | None = None) -> None:
-        _emit_quietly("send_sync", (event, data, sid))
-
-    def send_progress_text(self, text: str | bytes, node_id: str, sid: str | None = None) -> None:
-        if isinstance(text, (bytes, bytearray)):
-            text = bytes(text).decode("utf-8", "replace")
-        _emit_quietly("progress_text", (text, node_id, sid))
-
-    def add_on_prompt_handler(self, handler: Any) -> None:
-        log.warning("add_on_prompt_handler in an isolated pack is ignored (not supported yet)")
-
-
-def _install_server_stub() -> None:
-    module = types.ModuleType("server")
-    module.__doc__ = "comfy-airlock's stand-in for ComfyUI's server module inside a worker."
-    module.PromptServer = PromptServer  # type: ignore[attr-defined]
-    PromptServer.instance = PromptServer()
-    sys.modules["server"] = module
-
-
-def _emit_quietly(topic: str, payload: Any) -> None:
-    """UI messages outside a call, or that cannot cross, are dropped with a warning: a pack's
-    progress report must never fail its node."""
-    try:
-        runtime.emit(topic, payload)
-    except Exception as e:
-        log.warning("dropped a %s message for the host: %s", topic, e)
-
-
 def _progress_hook(value: Any, total: Any, preview: Any = None, node_id: Any = None) -> None:
     if preview is not None:
         preview = _encode_preview(preview)
     _emit_quietly("progress", (value, total, preview))
-
-
-def _encode_preview(preview: Any) -> Any:
-    """ComfyUI's previews are ``(format, PIL.Image, max_size)``: the pixels cross as an array."""
-    try:
-        fmt, image, max_size = preview
-        import numpy as np
-
-        return (fmt, np.asarray(image.convert("RGB")), max_size)
-    except Exception as e:
-        log.debug("preview not forwarded: %s", e)
-        return None
 
 
 def _register_comfy_codecs() -> None:
@@ -309,7 +216,7 @@ def _collect(module: types.ModuleType) -> None:
 def _run_async(coro: Any) -> Any:
     global _LOOP
     if _LOOP is None:
-        _LOOP = asyncio.new_event_loop()
+        _LOOP = server_shim.event_loop()
     return _LOOP.run_until_complete(coro)
 
 
@@ -414,7 +321,7 @@ def scan() -> dict[str, Any]:
         meta = describe(node_id, cls)
         meta["display_name"] = _DISPLAY.get(node_id)
         nodes[node_id] = meta
-    return {"nodes": nodes}
+    return {"nodes": nodes, "routes": _routes.describe()}
 
 
 # --- calls ----------------------------------------------------------------------------------

@@ -2,19 +2,24 @@
 ``custom_nodes/``) in their own environments, as persistent worker processes, with their nodes
 registered here like native ones.
 
-Install: ``pip install comfy-airlock`` into ComfyUI's Python, then copy (or link) this folder to
-``ComfyUI/custom_nodes/comfy-airlock``. See docs/user-guide.md.
+Installed by ``airlock install --comfyui DIR`` (after installing the comfy-airlock wheel into
+ComfyUI's Python), which copies this folder to ``custom_nodes/comfy-airlock``. See
+docs/user-guide.md, section 1.
 """
 
 import logging
+import sys
 
 try:
     from comfy_airlock.host import load_isolated_packs
 except ImportError as e:  # comfy-airlock is not installed in ComfyUI's environment
     logging.getLogger("comfy_airlock").error(
-        "[comfy-airlock] cannot import comfy_airlock (%s): install it into ComfyUI's Python "
-        "with `pip install comfy-airlock`; no isolated pack is loaded",
+        "[comfy-airlock] cannot import comfy_airlock (%s): install its wheel into the Python "
+        "that runs ComfyUI (%s -m pip install comfy_airlock-*.whl; the wheel is built by "
+        "`make wheel` in a comfy-airlock checkout), then restart ComfyUI. "
+        "No isolated pack is loaded",
         e,
+        sys.executable,
     )
     NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS = {}, {}
 else:

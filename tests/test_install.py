@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import tomllib
-from conftest import ROOT
+from conftest import ROOT, missing
 
 CUSTOM_NODE = ROOT / "custom_node"
 
@@ -89,3 +89,24 @@ def test_custom_node_error_message_says_how_to_install():
     # No instruction that cannot work today: the package is not on PyPI yet.
     assert "pip install comfy-airlock`" not in text
     assert "make wheel" in text and "airlock install" in text
+
+
+def test_comfyui_reads_the_custom_node_metadata():
+    """ComfyUI parses a custom node's pyproject.toml at import (comfy_config); so does Manager."""
+    comfyui = Path(os.environ.get("COMFYUI_DIR") or ROOT / ".cache/comfyui/0.30.0/ComfyUI")
+    if not (comfyui / "comfy_config").is_dir():
+        missing(f"ComfyUI tree {comfyui} is missing: scripts/comfyui.sh makes it")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from comfy_config import config_parser; "
+        "c = config_parser.extract_node_configuration(sys.argv[2]); "
+        "print(c.project.name, c.project.version, c.tool_comfy.display_name, "
+        "c.project.supported_os, c.project.supported_comfyui_version)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(comfyui), str(CUSTOM_NODE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "comfy-airlock 0.1.0 comfy-airlock ['POSIX :: Linux'] >=0.30.0"

@@ -18,7 +18,7 @@ from pathlib import Path
 from comfy_airlock import places
 
 FOLDER = "comfy-airlock"
-# The package data: the repository's custom_node/ (a link to it in a checkout).
+# Package data (a checkout's top-level custom_node/ is a link to this folder).
 SOURCE = Path(__file__).resolve().parent / "custom_node"
 
 

@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, missing
+from conftest import ROOT, interpreter, missing
 
 from .harness import ComfyUI, make_base_dir
 
@@ -78,6 +78,40 @@ def test_wheel_is_one_abi3_manylinux_file(wheel):
     assert 'is consistent with the following platform tag: "manylinux_2_28_x86_64"' in " ".join(
         shown.split()
     ), shown
+
+
+@pytest.mark.parametrize("python", ["py310", "py312"])
+def test_the_same_file_installs_and_isolates_on_other_pythons(wheel, python, tmp_path):
+    """abi3: the one wheel works on 3.10 (tomli instead of tomllib) and 3.12 too."""
+    venv = tmp_path / "venv"
+    env = {**os.environ, "PATH": no_rust_path(venv), "AIRLOCK_HOME": str(AIRLOCK_HOME)}
+    for k in ("VIRTUAL_ENV", "PYTHONPATH", "COMFYUI_DIR"):
+        env.pop(k, None)
+    run([str(UV), "venv", "-q", "--python", interpreter(python), str(venv)], env)
+    pins = ["-c", str(ROOT / "requirements" / "dev.txt")]
+    run(
+        [
+            str(UV),
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(venv / "bin" / "python"),
+            str(wheel),
+            *pins,
+        ],
+        env,
+    )
+    comfy = tmp_path / "ComfyUI"  # a folder the command takes for ComfyUI; one tiny requirement
+    (comfy / "comfy").mkdir(parents=True)
+    (comfy / "main.py").write_text("")
+    (comfy / "requirements.txt").write_text("six\n")
+    airlock = str(venv / "bin" / "airlock")
+    run([airlock, "install", "--comfyui", str(comfy)], env)
+    shutil.copytree(PLAIN, comfy / "custom_nodes" / "plain-pack")
+    out = run([airlock, "isolate", "plain-pack", "--comfyui", str(comfy)], env)
+    version = {"py310": "3.10", "py312": "3.12"}[python]
+    assert f"1 node(s), running in Python {version}." in out, out
 
 
 @pytest.fixture(scope="module")

@@ -63,6 +63,17 @@ def test_install_leaves_a_folder_that_is_not_ours_alone(tmp_path):
     assert (theirs / "__init__.py").read_text() == "NODE_CLASS_MAPPINGS = {}\n"
 
 
+def test_install_refuses_a_second_copy_under_another_name(tmp_path):
+    comfy = fake_comfyui(tmp_path)
+    assert airlock("install", "--comfyui", str(comfy)).returncode == 0
+    nodes = comfy / "custom_nodes"
+    (nodes / "comfy-airlock").rename(nodes / "comfy-airlock-main")
+    r = airlock("install", "--comfyui", str(comfy))
+    assert r.returncode == 1
+    assert "already in" in r.stderr and "comfy-airlock-main" in r.stderr
+    assert sorted(p.name for p in nodes.iterdir()) == ["comfy-airlock-main"]
+
+
 def test_install_refuses_a_folder_that_is_not_comfyui(tmp_path):
     r = airlock("install", "--comfyui", str(tmp_path))
     assert r.returncode == 1

@@ -25,4 +25,7 @@ except ImportError as e:  # comfy-airlock is not installed in ComfyUI's environm
 else:
     NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS = load_isolated_packs()
 
-__all__ = ["NODE_CLASS_MAPPINGS", "NODE_DISPLAY_NAME_MAPPINGS"]
+# The sidebar panel (web/airlock_panel.js): the isolated packs, live, from /airlock/workers.
+WEB_DIRECTORY = "./web"
+
+__all__ = ["NODE_CLASS_MAPPINGS", "NODE_DISPLAY_NAME_MAPPINGS", "WEB_DIRECTORY"]

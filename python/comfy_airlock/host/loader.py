@@ -65,18 +65,7 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
         )
     except Exception as e:
         return _fail(name, pack_dir, str(e))
-    pack = IsolatedPack(
-        name=name,
-        dir=pack_dir,
-        python=info["python"],
-        env_dir=info["env_dir"],
-        env_key=info["key"],
-        entry=info.get("entry"),
-        env_vars=dict(info.get("env_vars") or {}),
-        call_deadline=info.get("call_deadline"),
-        sandbox=dict(info.get("sandbox") or {}),
-        pickle=tuple(info.get("pickle") or ()),
-    )
+    pack = IsolatedPack.from_env(name, pack_dir, info)
     try:
         # A sandbox this kernel cannot enforce is the pack's setup problem, said now.
         pack.sandbox_rules(comfyui, comfy_state.folder_paths_snapshot())

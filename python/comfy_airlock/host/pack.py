@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,8 @@ class IsolatedPack:
     # airlock.toml `[sandbox]` (enabled, network, read, write) and `pickle` (type names).
     sandbox: dict[str, Any] = field(default_factory=dict)
     pickle: tuple[str, ...] = ()
+    # ComfyUI's tree when the host is not ComfyUI itself (`airlock isolate` scans the pack).
+    comfyui_dir: str | None = None
     stats: PackStats = field(default_factory=PackStats)
     # Calls in flight: a worker with none is idle (its models are evicted first).
     busy: int = 0
@@ -61,10 +64,29 @@ class IsolatedPack:
     _worker: Worker | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    @classmethod
+    def from_env(
+        cls, name: str, pack_dir: str, info: Mapping[str, Any], comfyui_dir: str | None = None
+    ) -> IsolatedPack:
+        """The pack whose environment ``env.ensure_env`` returned as ``info``."""
+        return cls(
+            name=name,
+            dir=pack_dir,
+            python=info["python"],
+            env_dir=info["env_dir"],
+            env_key=info["key"],
+            entry=info.get("entry"),
+            env_vars=dict(info.get("env_vars") or {}),
+            call_deadline=info.get("call_deadline"),
+            sandbox=dict(info.get("sandbox") or {}),
+            pickle=tuple(info.get("pickle") or ()),
+            comfyui_dir=comfyui_dir,
+        )
+
     # --- the worker ----------------------------------------------------------------------
 
     def _spawn(self) -> Worker:
-        comfyui = comfy_state.comfyui_dir()
+        comfyui = comfy_state.comfyui_dir() or self.comfyui_dir
         folders = comfy_state.folder_paths_snapshot()
         comfy = {
             "comfyui_dir": comfyui,

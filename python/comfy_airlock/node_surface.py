@@ -4,8 +4,21 @@ not cross (the host's proxies check inputs, the worker checks outputs)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
+
+# The shape of a scan's result; part of the scan cache's key, so a cached scan of an older
+# shape is never read as this one.
+SCAN_FORMAT = 2
+
+
+def python_module(pack_dir: str) -> str:
+    """What ComfyUI's ``load_custom_node`` sets as ``RELATIVE_PYTHON_MODULE`` on the nodes of
+    the pack in ``pack_dir`` had it sat in ``custom_nodes/`` (``/object_info``'s
+    ``python_module``, by which the frontend groups nodes)."""
+    return f"custom_nodes.{os.path.basename(os.path.normpath(pack_dir))}"
+
 
 # V1 class attributes a proxy carries as they are (besides INPUT_TYPES and FUNCTION).
 NODE_ATTRS = (

@@ -73,6 +73,7 @@ class IsolatedPack:
             "entry": self.entry,
             "args": comfy_state.args_snapshot(),
             "folder_paths": folders,
+            **comfy_state.main_identity(),
         }
         ours = {"AIRLOCK_COMFY": json.dumps(comfy), "AIRLOCK_WORKER": "1"}
         # Not the host's environment (its API keys): an allow-list, the pack's [env_vars], ours.

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import PROTOCOL_VERSION
+from comfy_airlock.node_surface import SCAN_FORMAT
 
 _SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".venv", "venv"}
 
 
 def key(pack_dir: str, env_key: str, comfyui_dir: str | None) -> str:
     h = hashlib.sha256()
-    h.update(f"protocol={PROTOCOL_VERSION}\0env={env_key}\0".encode())
+    h.update(f"protocol={PROTOCOL_VERSION}\0scan={SCAN_FORMAT}\0env={env_key}\0".encode())
     if comfyui_dir:
         version = Path(comfyui_dir, "comfyui_version.py")
         h.update(version.read_bytes() if version.is_file() else comfyui_dir.encode())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from comfy_airlock.host.proxy import PackModule
-from comfy_airlock.node_surface import python_module
+from comfy_airlock.node_surface import folder_from_scan, folder_to_scan, python_module
 from comfy_airlock.worker.describe import OddNode, describe
 
 
@@ -97,3 +97,20 @@ def test_a_proxy_keeps_the_packs_python_module():
     assert cls.RELATIVE_PYTHON_MODULE == "custom_nodes.p"
     cls.OTHER = 1  # every other attribute is written as usual
     assert cls.OTHER == 1
+
+
+def test_folder_registrations_follow_the_hosts_directories():
+    # A cached scan ran with other directories than this start's (a moved base directory).
+    ran_with = {"models_dir": "/old/base/models", "base_path": "/old/base"}
+    here = {"models_dir": "/new/base/models", "base_path": "/new/base"}
+    entries = [
+        folder_to_scan(p, ran_with)
+        for p in ("/old/base/models/llm", "/old/base/prompts", "/elsewhere/llm")
+    ]
+    assert entries[0] == {"under": "models_dir", "path": "llm"}
+    assert [folder_from_scan(e, here) for e in entries] == [
+        "/new/base/models/llm",
+        "/new/base/prompts",
+        "/elsewhere/llm",
+    ]
+    assert folder_from_scan(entries[0], {}) is None

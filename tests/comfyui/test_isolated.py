@@ -312,8 +312,10 @@ def test_opt_in_pack_runs_in_its_worker(server):
         "2": {"class_type": "E2EReport", "inputs": {"text": ["1", 0]}},
     }
     text = report_texts(server.run(prompt, timeout=300), "2")[0]
-    assert text.startswith("optin:yo:worker=1:")
+    assert text.startswith("optin:yo:worker=1:prestartup=ran:")  # its worker ran it first
     assert not text.endswith(sys.prefix)  # its own environment, not ComfyUI's
+    # ComfyUI ran it too, in its own process, and comfy-airlock says so.
+    assert "'optin-pack': ComfyUI has run its prestartup_script.py" in server.log_text()
 
 
 def test_host_comfyui_is_unpatched(server, comfyui_dir):

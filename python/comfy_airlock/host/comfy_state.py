@@ -9,6 +9,8 @@ import os
 import sys
 from typing import Any
 
+from comfy_airlock.node_surface import FOLDER_ROOTS, folder_from_scan
+
 
 def comfyui_dir() -> str | None:
     """The host's ComfyUI source tree (the directory of its ``folder_paths``), if running in
@@ -85,8 +87,11 @@ def add_folders(folders: dict[str, Any] | None) -> list[str]:
     fp = sys.modules.get("folder_paths")
     if fp is None or not folders:
         return []
+    roots = {name: getattr(fp, name, None) for name in FOLDER_ROOTS}
     changed = []
-    for name, (paths, exts) in folders.items():
+    for name, (entries, exts) in folders.items():
+        # Relative to the host's directories now, not those the (cached) scan ran with.
+        paths = [p for p in (folder_from_scan(e, roots) for e in entries) if p is not None]
         entry = fp.folder_names_and_paths.get(name)
         if entry is None:
             fp.folder_names_and_paths[name] = (list(paths), set(exts))

@@ -76,6 +76,7 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
         call_deadline=info.get("call_deadline"),
         sandbox=dict(info.get("sandbox") or {}),
         pickle=tuple(info.get("pickle") or ()),
+        comfy=bool(info.get("comfy", True)),
     )
     try:
         # A sandbox this kernel cannot enforce is the pack's setup problem, said now.

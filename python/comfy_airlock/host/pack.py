@@ -49,6 +49,8 @@ class IsolatedPack:
     # airlock.toml `[sandbox]` (enabled, network, read, write) and `pickle` (type names).
     sandbox: dict[str, Any] = field(default_factory=dict)
     pickle: tuple[str, ...] = ()
+    # Whether its env has ComfyUI's requirements (the worker then loads ComfyUI's nodes).
+    comfy: bool = True
     stats: PackStats = field(default_factory=PackStats)
     # Calls in flight: a worker with none is idle (its models are evicted first).
     busy: int = 0
@@ -73,6 +75,7 @@ class IsolatedPack:
             "entry": self.entry,
             "args": comfy_state.args_snapshot(),
             "folder_paths": folders,
+            "comfy_requirements": self.comfy,
             **comfy_state.main_identity(),
         }
         ours = {"AIRLOCK_COMFY": json.dumps(comfy), "AIRLOCK_WORKER": "1"}

@@ -24,7 +24,7 @@ import sys
 import types
 from typing import Any
 
-from comfy_airlock.node_surface import model_kind, python_module
+from comfy_airlock.node_surface import FOLDER_ROOTS, folder_to_scan, model_kind, python_module
 from comfy_airlock.worker import describe, interrupts, models, runtime, startup
 
 log = logging.getLogger("comfy_airlock.worker")
@@ -290,7 +290,9 @@ def _prepare(pack_dir: str) -> None:
     _PREPARED = True
     startup.run_prestartup(pack_dir)
     if _CONFIG.get("comfyui_dir"):
-        startup.load_comfyui(_CONFIG["comfyui_dir"], _run_async)
+        startup.load_comfyui(
+            _CONFIG["comfyui_dir"], _run_async, _CONFIG.get("comfy_requirements", True)
+        )
 
 
 def _collect(module: types.ModuleType) -> None:
@@ -368,11 +370,12 @@ def _added_folders() -> dict[str, Any]:
     if fp is None:
         return {}
     before = (_CONFIG.get("folder_paths") or {}).get("folder_names_and_paths") or {}
+    roots = {name: getattr(fp, name, None) for name in FOLDER_ROOTS}
     added = {}
     for name, (paths, exts) in fp.folder_names_and_paths.items():
         old = before.get(name)
         if old is None or list(paths) != list(old[0]) or set(exts) != set(old[1]):
-            added[name] = [list(paths), sorted(exts)]
+            added[name] = [[folder_to_scan(p, roots) for p in paths], sorted(exts)]
     return added
 
 

@@ -78,15 +78,19 @@ def has_comfy_requirements() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("torch", "safetensors", "PIL"))
 
 
-def load_comfyui(comfyui_dir: str, run_async: Callable[[Any], Any]) -> dict[str, Any]:
+def load_comfyui(
+    comfyui_dir: str, run_async: Callable[[Any], Any], comfy_env: bool = True
+) -> dict[str, Any]:
     """ComfyUI's state before custom nodes: ``main.py``'s imports, then what
     ``nodes.init_extra_nodes`` does before the custom nodes (public APIs, builtin extra nodes),
     then ``init_external_custom_nodes``' ``sys.path`` entry. API nodes (``comfy_api_nodes``)
     are not loaded: they cost most of a second more and no pack was seen to need them.
-    Returns what was done and how long it took (for the log and ``airlock doctor``)."""
+    Only in an env built with ComfyUI's requirements (``comfy_env``, from the env builder),
+    where torch, safetensors and PIL are importable. Returns what was done and how long it
+    took (for the log)."""
     start = time.perf_counter()
     done: dict[str, Any] = {"nodes": False, "imports_failed": [], "extras_failed": []}
-    if has_comfy_requirements():
+    if comfy_env and has_comfy_requirements():
         for name in _MAIN_IMPORTS:
             try:
                 importlib.import_module(name)
@@ -101,7 +105,7 @@ def load_comfyui(comfyui_dir: str, run_async: Callable[[Any], Any]) -> dict[str,
             done["extras_failed"] = run_async(nodes.init_builtin_extra_nodes())
             done["nodes"] = True
     else:
-        log.debug("no torch/safetensors/PIL in this env: ComfyUI's builtin nodes not loaded")
+        log.debug("an env without ComfyUI's requirements: ComfyUI's builtin nodes not loaded")
     # As init_external_custom_nodes does ("remove when custom nodes don't break").
     comfy_pkg = os.path.join(comfyui_dir, "comfy")
     if comfy_pkg not in sys.path:

@@ -81,6 +81,10 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
     except Exception as e:
         pack.close()
         return _fail(name, pack_dir, f"its nodes could not be read in its worker: {e}")
+    for node_id, why in (meta.get("skipped") or {}).items():
+        log.error("[comfy-airlock] pack %r: node %r skipped: %s", name, node_id, why)
+    for folder in comfy_state.add_folders(meta.get("folders")):
+        log.info("[comfy-airlock] pack %r registered the model folder %r", name, folder)
     mappings: dict[str, type] = {}
     display: dict[str, str] = {}
     for node_id, node_meta in meta["nodes"].items():
@@ -150,6 +154,13 @@ def register_nodes(path: str) -> Mappings:
     if os.environ.get("AIRLOCK_WORKER") == "1":
         return {}, {}
     pack_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    if os.path.isfile(os.path.join(pack_dir, "prestartup_script.py")):
+        log.warning(
+            "[comfy-airlock] pack %r: ComfyUI has run its prestartup_script.py in its own "
+            "process (it runs every custom_nodes/*/prestartup_script.py before any node loads); "
+            "its worker runs it too. Move the pack to isolated_nodes/ to keep it out",
+            os.path.basename(pack_dir),
+        )
     result = load_pack(pack_dir)
     _register_routes()
     return result

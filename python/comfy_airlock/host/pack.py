@@ -52,6 +52,8 @@ class IsolatedPack:
     pickle: tuple[str, ...] = ()
     # ComfyUI's tree when the host is not ComfyUI itself (`airlock isolate` scans the pack).
     comfyui_dir: str | None = None
+    # Whether its env has ComfyUI's requirements (the worker then loads ComfyUI's nodes).
+    comfy: bool = True
     stats: PackStats = field(default_factory=PackStats)
     # Calls in flight: a worker with none is idle (its models are evicted first).
     busy: int = 0
@@ -80,6 +82,7 @@ class IsolatedPack:
             call_deadline=info.get("call_deadline"),
             sandbox=dict(info.get("sandbox") or {}),
             pickle=tuple(info.get("pickle") or ()),
+            comfy=bool(info.get("comfy", True)),
             comfyui_dir=comfyui_dir,
         )
 
@@ -95,6 +98,8 @@ class IsolatedPack:
             "entry": self.entry,
             "args": comfy_state.args_snapshot(),
             "folder_paths": folders,
+            "comfy_requirements": self.comfy,
+            **comfy_state.main_identity(),
         }
         ours = {"AIRLOCK_COMFY": json.dumps(comfy), "AIRLOCK_WORKER": "1"}
         # Not the host's environment (its API keys): an allow-list, the pack's [env_vars], ours.

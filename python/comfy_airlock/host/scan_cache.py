@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import PROTOCOL_VERSION
+from comfy_airlock.node_surface import SCAN_FORMAT
 
-# What a scan holds; a new field (routes) must not be read from an older scan's cache.
-SCAN_FORMAT = 2
 _SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".venv", "venv"}
 
 

@@ -24,8 +24,8 @@ import sys
 import types
 from typing import Any
 
-from comfy_airlock.node_surface import NODE_ATTRS, model_kind
-from comfy_airlock.worker import interrupts, models, server_shim
+from comfy_airlock.node_surface import FOLDER_ROOTS, folder_to_scan, model_kind, python_module
+from comfy_airlock.worker import describe, interrupts, models, server_shim, startup
 from comfy_airlock.worker import routes as _routes
 from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly
 from comfy_airlock.worker.server_shim import encode_preview as _encode_preview
@@ -34,6 +34,7 @@ log = logging.getLogger("comfy_airlock.worker")
 
 _CONFIG: dict[str, Any] = json.loads(os.environ.get("AIRLOCK_COMFY", "{}"))
 _PACK: types.ModuleType | None = None
+_PREPARED = False
 _NODES: dict[str, type] = {}
 _DISPLAY: dict[str, str] = {}
 _V3: set[str] = set()
@@ -82,6 +83,7 @@ def _setup() -> None:
         # Where the host has it: first, as ComfyUI's own main.py puts its directory first.
         if comfyui not in sys.path:
             sys.path.insert(1, comfyui)
+        startup.as_main_py(comfyui, _CONFIG.get("main_file"), _CONFIG.get("argv"))
         _mirror_args(_CONFIG.get("args", {}))
         _mirror_folder_paths(_CONFIG.get("folder_paths"))
     server_shim.install()
@@ -158,6 +160,7 @@ def _load_pack() -> None:
         return
     pack_dir = _CONFIG["pack_dir"]
     name = _CONFIG.get("module_name") or os.path.basename(pack_dir.rstrip("/"))
+    _prepare(pack_dir)
     init = os.path.join(pack_dir, "__init__.py")
     if os.path.isfile(init):
         spec = importlib.util.spec_from_file_location(
@@ -185,10 +188,28 @@ def _load_pack() -> None:
     _collect(module)
 
 
+def _prepare(pack_dir: str) -> None:
+    """What ComfyUI has done natively before it imports a custom node; once, even if the
+    pack's import fails and is retried."""
+    global _PREPARED
+    if _PREPARED:
+        return
+    _PREPARED = True
+    startup.run_prestartup(pack_dir)
+    if _CONFIG.get("comfyui_dir"):
+        startup.load_comfyui(
+            _CONFIG["comfyui_dir"], _run_async, _CONFIG.get("comfy_requirements", True)
+        )
+
+
 def _collect(module: types.ModuleType) -> None:
+    # As ComfyUI's load_custom_node does: the frontend groups nodes by it.
+    relative = python_module(_CONFIG["pack_dir"])
     mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
     if mappings is not None:
         _NODES.update(mappings)
+        for cls in mappings.values():
+            _set_module(cls, relative)
         _DISPLAY.update(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {})
         return
     entrypoint = getattr(module, "comfy_entrypoint", None)
@@ -209,8 +230,16 @@ def _collect(module: types.ModuleType) -> None:
         schema = cls.GET_SCHEMA()
         _NODES[schema.node_id] = cls
         _V3.add(schema.node_id)
+        _set_module(cls, relative)
         if schema.display_name is not None:
             _DISPLAY[schema.node_id] = schema.display_name
+
+
+def _set_module(cls: Any, relative: str) -> None:
+    try:
+        cls.RELATIVE_PYTHON_MODULE = relative
+    except (AttributeError, TypeError) as e:  # the scan reports an odd node by name
+        log.debug("RELATIVE_PYTHON_MODULE not set on %r: %s", cls, e)
 
 
 def _run_async(coro: Any) -> Any:
@@ -222,106 +251,44 @@ def _run_async(coro: Any) -> Any:
 
 # --- scan -----------------------------------------------------------------------------------
 
-_HIDDEN_V1 = {
-    "unique_id": "UNIQUE_ID",
-    "prompt": "PROMPT",
-    "extra_pnginfo": "EXTRA_PNGINFO",
-    "dynprompt": "DYNPROMPT",
-    "auth_token_comfy_org": "AUTH_TOKEN_COMFY_ORG",
-    "api_key_comfy_org": "API_KEY_COMFY_ORG",
-    "comfy_usage_source": "COMFY_USAGE_SOURCE",
-}
-
-
-def _plain(value: Any, where: str) -> Any:
-    """Metadata as plain values; anything else becomes its ``str`` (logged), since the host
-    only needs to show and validate it."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, tuple):
-        return tuple(_plain(v, where) for v in value)
-    if isinstance(value, list):
-        return [_plain(v, where) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v, where) for k, v in value.items()}
-    if isinstance(value, (set, frozenset)):
-        return [_plain(v, where) for v in value]
-    log.warning("%s: %r is not plain data; the host sees its text", where, type(value).__name__)
-    return str(value)
-
-
-def _argspec(fn: Any) -> dict[str, Any] | None:
-    if fn is None:
-        return None
-    spec = inspect.getfullargspec(fn)
-    return {"args": list(spec.args), "varkw": spec.varkw is not None}
-
-
-def _describe_v1(node_id: str, cls: type) -> dict[str, Any]:
-    meta: dict[str, Any] = {"kind": "v1", "INPUT_TYPES": _plain(cls.INPUT_TYPES(), node_id)}
-    for attr in (*NODE_ATTRS, "FUNCTION"):
-        if hasattr(cls, attr):
-            meta[attr] = _plain(getattr(cls, attr), f"{node_id}.{attr}")
-    meta["methods"] = {
-        "IS_CHANGED": _argspec(getattr(cls, "IS_CHANGED", None)),
-        "VALIDATE_INPUTS": _argspec(getattr(cls, "VALIDATE_INPUTS", None)),
-        "check_lazy_status": _argspec(getattr(cls, "check_lazy_status", None)),
-    }
-    return meta
-
-
-def _describe_v3(node_id: str, cls: type) -> dict[str, Any]:
-    from comfy_api.internal import first_real_override
-
-    info = cls.GET_NODE_INFO_V1()
-    inputs = dict(info["input"])
-    hidden = inputs.pop("hidden", None) or {}
-    # V3 writes hidden inputs as {name: (VALUE,)}; ComfyUI's V1 path wants {name: "VALUE"}.
-    if hidden:
-        inputs["hidden"] = {k: _HIDDEN_V1.get(k, k.upper()) for k in hidden}
-    meta: dict[str, Any] = {
-        "kind": "v3",
-        "INPUT_TYPES": _plain(inputs, node_id),
-        "RETURN_TYPES": tuple(info["output"]),
-        "RETURN_NAMES": tuple(info["output_name"]),
-        "OUTPUT_IS_LIST": tuple(info["output_is_list"]),
-        "INPUT_IS_LIST": bool(info["is_input_list"]),
-        "OUTPUT_NODE": bool(info["output_node"]),
-        "CATEGORY": info["category"],
-        "DESCRIPTION": info["description"] or "",
-        "FUNCTION": "execute",
-        "DEPRECATED": bool(info["deprecated"]),
-        "EXPERIMENTAL": bool(info["experimental"]),
-        "DEV_ONLY": bool(info.get("dev_only")),
-        "API_NODE": bool(info["api_node"]),
-        "HAS_INTERMEDIATE_OUTPUT": bool(info.get("has_intermediate_output")),
-        "NOT_IDEMPOTENT": bool(getattr(cls, "NOT_IDEMPOTENT", False)),
-    }
-    if any(t is not None for t in info.get("output_tooltips") or []):
-        meta["OUTPUT_TOOLTIPS"] = tuple(info["output_tooltips"])
-    if info.get("search_aliases"):
-        meta["SEARCH_ALIASES"] = list(info["search_aliases"])
-    if info.get("essentials_category"):
-        meta["ESSENTIALS_CATEGORY"] = info["essentials_category"]
-    meta["methods"] = {
-        "IS_CHANGED": _argspec(first_real_override(cls, "fingerprint_inputs")),
-        "VALIDATE_INPUTS": _argspec(first_real_override(cls, "validate_inputs")),
-        "check_lazy_status": _argspec(first_real_override(cls, "check_lazy_status")),
-    }
-    return _plain(meta, node_id)
-
 
 def scan() -> dict[str, Any]:
-    """Every node of the pack, as the host needs it to build proxies."""
+    """Every node of the pack, as the host needs it to build proxies; the nodes ComfyUI could
+    not describe either, by name with the reason; the ``folder_paths`` names the pack
+    registered (its prestartup script or its import), for the host to register too."""
     _load_pack()
     models.publish()
     nodes: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
     for node_id, cls in _NODES.items():
-        describe = _describe_v3 if node_id in _V3 else _describe_v1
-        meta = describe(node_id, cls)
+        try:
+            meta = describe.describe(node_id, cls, node_id in _V3)
+        except describe.OddNode as e:
+            skipped[node_id] = str(e)
+            continue
         meta["display_name"] = _DISPLAY.get(node_id)
         nodes[node_id] = meta
-    return {"nodes": nodes, "routes": _routes.describe()}
+    return {
+        "nodes": nodes,
+        "skipped": skipped,
+        "folders": _added_folders(),
+        "routes": _routes.describe(),
+    }
+
+
+def _added_folders() -> dict[str, Any]:
+    """``folder_paths`` entries that differ from the host's snapshot this worker started with."""
+    fp = sys.modules.get("folder_paths")
+    if fp is None:
+        return {}
+    before = (_CONFIG.get("folder_paths") or {}).get("folder_names_and_paths") or {}
+    roots = {name: getattr(fp, name, None) for name in FOLDER_ROOTS}
+    added = {}
+    for name, (paths, exts) in fp.folder_names_and_paths.items():
+        old = before.get(name)
+        if old is None or list(paths) != list(old[0]) or set(exts) != set(old[1]):
+            added[name] = [[folder_to_scan(p, roots) for p in paths], sorted(exts)]
+    return added
 
 
 # --- calls ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ mod pool;
 mod segment;
 
 pub use error::ShmError;
-pub use fdpass::{borrow_all, recv_with_fds, send_with_fds};
+pub use fdpass::{MAX_FDS_PER_READ, borrow_all, recv_with_fds, send_with_fds, try_send_with_fds};
 pub use mapping::copy_nonoverlapping;
 pub use pool::{Alloc, LIMIT_ENV, Lease, Pool, PoolConfig, PoolStats, Released};
 pub use segment::Segment;

@@ -126,6 +126,7 @@ def test_refused_input_on_the_call_lane_ends_the_worker(spawn, fault, leaks, cas
 CONTROL_LANE = {
     "oversize header": ("frame_too_large", r"frame of 2147483647 bytes exceeds the limit"),
     "call": ("protocol", r"unexpected Call on the control lane"),
+    "an fd": ("protocol", r"1 fd\(s\) on the control lane, which carries none"),
 }
 
 

@@ -237,9 +237,14 @@ impl ControlLane {
     }
 
     /// The host's read: the next answer (pong, report, model outcome), giving up after `t`
-    /// with an error of kind `TimedOut`. Anything else from a worker is refused.
+    /// with an error of kind `TimedOut`. Anything else from a worker is refused, and so is any
+    /// fd (nothing on this lane carries one).
     pub fn recv_timeout(&self, t: Duration) -> Result<Option<Message>, LaneError> {
-        let answer = |m: Message, _: &mut VecDeque<OwnedFd>| match m {
+        let answer = |m: Message, fds: &mut VecDeque<OwnedFd>| match m {
+            _ if !fds.is_empty() => Err(LaneError::Protocol(format!(
+                "{} fd(s) on the control lane, which carries none",
+                fds.len()
+            ))),
             Message::Pong { .. } | Message::Report { .. } | Message::ModelDone { .. } => {
                 Ok(Some(m))
             }

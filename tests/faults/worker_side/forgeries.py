@@ -193,13 +193,22 @@ def forge_tensor(where: str, how: str):
 
 
 def write_control(kind: str) -> bool:
-    """Writes garbage (an oversize header) or a message the host never asks for (a Call) on
-    the control lane."""
+    """Writes garbage (an oversize header), a message the host never asks for (a Call), or a
+    Pong with an fd attached on the control lane."""
+    control = _lane_fds()[1]
+    if kind == "an fd":
+        fd = os.memfd_create("airlock-worker-evil")
+        try:
+            with socket.socket(fileno=os.dup(control)) as sock:
+                socket.send_fds(sock, [frame(bytes([PONG]) + varint(0))], [fd])
+        finally:
+            os.close(fd)
+        return True
     data = {
         "oversize header": b"\xff\xff\xff\x7f garbage",
         "call": frame(bytes([CALL]) + varint(1) + text("os:getpid") + NONE_VALUE + NONE_VALUE),
     }[kind]
-    os.write(_lane_fds()[1], data)
+    os.write(control, data)
     return True
 
 

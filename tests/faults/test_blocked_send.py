@@ -5,7 +5,7 @@ nothing more; the next call carries a 4 MiB argument, far more than a socket buf
 the host's send cannot finish. Every way a call ends must still act while that send waits:
 its deadline, ComfyUI's interrupt (the ``interrupted`` callable the custom node passes),
 ``Worker.interrupt()``, liveness (the worker frozen as well) and ``close()`` from another
-thread. Before sends were bounded, such a call returned only when something outside killed
+thread. The same holds for the host's answer to a question the worker asked and never reads. Before sends were bounded, such a call returned only when something outside killed
 the worker: a killer here does that after 30 s, and a case it had to rescue fails."""
 
 from __future__ import annotations
@@ -74,8 +74,23 @@ def _close(w, pid):
     assert took and took[0] < 5.0, f"close() took {took}"
 
 
+def _answer(w, pid):
+    """The host's answer to the worker's question is what does not fit."""
+    with pytest.raises(comfy_airlock.DeadlineExceeded) as info:
+        w.run("forgeries:question_then_hang", (600.0,), deadline=0.5)
+    assert info.value.escalation == "kill", str(info.value)
+
+
+def _big_answer(topic, payload):
+    return BIG
+
+
 # case -> (how it ends the call, the Worker's settings)
 CASES = {
+    "deadline, while answering a question": (
+        _answer,
+        {"signal_after": 0.1, "kill_after": 0.3, "on_event": _big_answer},
+    ),
     "deadline": (_deadline, {"signal_after": 0.1, "kill_after": 0.3}),
     "ComfyUI interrupt": (_comfyui_interrupt, {"signal_after": 0.1, "kill_after": 0.3}),
     "Worker.interrupt()": (_worker_interrupt, {"signal_after": 0.1, "kill_after": 0.3}),
@@ -91,7 +106,7 @@ def test_a_send_the_worker_does_not_read_is_bounded(spawn, fault, leaks, case):
     for i in range(iterations(2)):
         with run.iteration(i):
             w = spawn(**settings)
-            pid = _stop_reading(w)
+            pid = w.pid if end_call is _answer else _stop_reading(w)
             rescue = Killer(pid, 30.0)
             start = time.monotonic()
             end_call(w, pid)

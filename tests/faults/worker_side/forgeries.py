@@ -228,3 +228,12 @@ def forge_reply_then_hang(seconds: float) -> None:
     os.write(_lane_fds()[0], reply)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     time.sleep(seconds)
+
+
+def question_then_hang(seconds: float) -> None:
+    """Asks the host a question on the raw lane and never reads the answer: stays in C code
+    with SIGINT blocked."""
+    ask = frame(bytes([EVENT]) + varint(_call_id()) + text("admit?") + NONE_VALUE)
+    os.write(_lane_fds()[0], ask)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    time.sleep(seconds)

@@ -37,6 +37,13 @@ class Worker:
     interruption check; if it has not stopped ``signal_after`` seconds later the worker gets
     SIGINT, and ``kill_after`` seconds after that SIGKILL (None leaves a step out).
 
+    Every wait on the worker is bounded by these, sends as well as receives: a call whose
+    worker stops reading its call lane (a 4 MiB argument does not fit a socket buffer) is still
+    stopped by its deadline, an interrupt, liveness or :meth:`close`. Input the worker sends
+    that the protocol forbids (a corrupt frame, a forged descriptor or segment, a message out
+    of place, on either lane) is counted once in ``_native.rejections()`` and ends the worker:
+    the call raises :class:`ProtocolError` and the next call starts a new generation.
+
     ``pickle`` names the types (``module.QualName``) that may cross with pickle, both ways,
     checked on both sides (see :mod:`comfy_airlock.pickling`); by default nothing is pickled.
 
@@ -173,12 +180,15 @@ class Worker:
         return self._native.model_command(generation, model, op, arg, timeout)
 
     def kill(self) -> None:
-        """SIGKILL the current process (the next call starts a new generation)."""
+        """SIGKILL the current process and wait (at most 2 s) until it is gone. The next call
+        starts a new generation; a call running meanwhile raises :class:`WorkerDied`."""
         self._native.kill()
 
     def close(self, grace: float = 5.0) -> str | None:
         """Asks the worker to exit, waits ``grace`` seconds, then kills it. Returns how it
-        ended. Idempotent."""
+        ended. Idempotent. Bounded even when the worker reads nothing (the request to exit
+        waits at most ``grace`` to be sent); a call running in another thread then raises
+        :class:`WorkerDied`."""
         return self._native.close(grace)
 
     def __enter__(self) -> Worker:

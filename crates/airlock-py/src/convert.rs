@@ -264,19 +264,27 @@ pub fn decode<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut regions = Vec::new();
     collect_regions(&value, &mut regions);
+    let inner = &lane.get().inner;
+    let own = lane.get().side;
+    // A region the peer does not have is refused before anything is mapped: counted, and in
+    // the host the worker is ended (the lane's guard). Nothing is released for such a value:
+    // its regions may be forged too.
+    let refused = |e| crate::errors::ProtocolError::new_err(inner.refuse(e).to_string());
+    for r in regions.iter().filter(|r| r.side != own) {
+        inner.check_peer_region(*r).map_err(refused)?;
+    }
     // Our own regions, referenced back by the peer, are held before any view is made, so the
     // failure path below can release every region alike.
-    let own = lane.get().side;
     for (i, r) in regions.iter().enumerate() {
         if r.side == own
-            && let Err(e) = lane.get().inner.acquire_returned(*r)
+            && let Err(e) = inner.acquire_returned(*r)
         {
             for (j, r) in regions.iter().enumerate() {
                 if r.side != own || j < i {
-                    lane.get().inner.release(*r);
+                    inner.release(*r);
                 }
             }
-            return Err(crate::errors::ProtocolError::new_err(e.to_string()));
+            return Err(refused(e));
         }
     }
     let mut claimed = 0;

@@ -2,6 +2,7 @@
 //! lives in the `airlock-*` crates.
 
 mod arbiter;
+mod call;
 mod call_watch;
 mod cli;
 mod convert;

@@ -132,6 +132,12 @@ impl WorkerLink {
             .is_some_and(|s| s.take(self.current.load(Ordering::Acquire)))
     }
 
+    /// The id of the call running now; 0 between calls.
+    #[getter]
+    fn call_id(&self) -> u64 {
+        self.current.load(Ordering::Acquire)
+    }
+
     /// Whether a call is running now.
     #[getter]
     fn in_call(&self) -> bool {

@@ -17,7 +17,7 @@ mod segment;
 mod settings;
 
 pub use error::ShmError;
-pub use fdpass::{borrow_all, recv_with_fds, send_with_fds};
+pub use fdpass::{MAX_FDS_PER_READ, borrow_all, recv_with_fds, send_with_fds, try_send_with_fds};
 pub use mapping::copy_nonoverlapping;
 pub use pool::{Alloc, Lease, Pool, PoolConfig, PoolStats, Released};
 pub use segment::{Segment, read_at};

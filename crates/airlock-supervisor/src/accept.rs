@@ -7,7 +7,7 @@ use airlock_wire::{Hello, Lane, Message, Token};
 use rustix::event::{PollFd, PollFlags};
 
 use crate::error::{LaneError, SpawnError};
-use crate::lane::{Framed, recv_one};
+use crate::framed::{Framed, recv_one};
 use crate::spawn::SocketDir;
 
 pub(crate) enum Accept {

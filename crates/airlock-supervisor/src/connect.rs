@@ -10,7 +10,8 @@ use airlock_wire::{Hello, Lane, Message, PROTOCOL_VERSION, Side, Token};
 
 use crate::control::ControlState;
 use crate::error::LaneError;
-use crate::lane::{CallLane, ControlLane, Framed, recv_one};
+use crate::framed::{Framed, recv_one};
+use crate::lane::{CallLane, ControlLane};
 
 /// What a worker reports about itself in its [`Hello`].
 #[derive(Debug, Clone)]

@@ -12,6 +12,7 @@ use crate::accept::{Accept, accept_lanes};
 use crate::error::{LaneError, SpawnError, WorkerDied};
 use crate::exec;
 use crate::exit::ExitDescription;
+use crate::guard::Guard;
 use crate::lane::{CallLane, ControlLane};
 use crate::liveness::{Heard, Watched, watch};
 use crate::output::{OutputSink, Stream, Tail, forward};
@@ -179,6 +180,11 @@ impl WorkerProcess {
         };
         let call = Arc::new(CallLane::from_framed(call, Side::Host, spec.pool.clone()));
         let control = Arc::new(ControlLane::from_framed(control));
+        // Input refused on either lane ends this worker (guard.rs).
+        let heard = Arc::new(Heard::new());
+        let guard = Guard::ending(pidfd.clone(), pid, heard.clone());
+        call.arm(guard.clone());
+        control.arm(guard);
         let welcomed = control.send(&welcome).and_then(|_| call.send(&welcome));
         if let Err(e) = welcomed {
             kill_now(&pidfd);
@@ -188,7 +194,6 @@ impl WorkerProcess {
 
         let exit = Arc::new(ExitState::default());
         let requests = Arc::new(Mutex::new(0));
-        let heard = Arc::new(Heard::new());
         if let Some(cfg) = spec.liveness {
             watch(
                 Watched {
@@ -276,7 +281,7 @@ impl WorkerProcess {
     pub fn heartbeat(&self, timeout: Duration) -> Result<Value, LaneError> {
         match self.request(|seq| Message::Heartbeat { seq }, timeout)? {
             Message::Report { report, .. } => Ok(report),
-            other => Err(unexpected(&other)),
+            other => Err(self.control.refuse(unexpected(&other))),
         }
     }
 
@@ -299,7 +304,7 @@ impl WorkerProcess {
             Message::ModelDone {
                 outcome, report, ..
             } => Ok((outcome, report)),
-            other => Err(unexpected(&other)),
+            other => Err(self.control.refuse(unexpected(&other))),
         }
     }
 
@@ -315,7 +320,7 @@ impl WorkerProcess {
         *last += 1;
         let seq = *last;
         let start = Instant::now();
-        self.control.send(&make(seq))?;
+        self.control.send_within(&make(seq), timeout)?;
         loop {
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
@@ -375,8 +380,10 @@ impl WorkerProcess {
     /// within `grace`.
     pub fn shutdown(&self, grace: Duration) -> ExitDescription {
         if self.is_alive() {
-            let _ = self.call.send(&Message::Shutdown);
-            if let Some(s) = self.exit.wait(grace) {
+            // Bounded: a worker that does not read its call lane gets no longer than `grace`.
+            let start = Instant::now();
+            let _ = self.call.send_within(&Message::Shutdown, Some(grace));
+            if let Some(s) = self.exit.wait(grace.saturating_sub(start.elapsed())) {
                 self.kill_group();
                 return s;
             }

@@ -290,6 +290,11 @@ impl ShmState {
         self.pool.stats()
     }
 
+    /// The length of peer segment `id`, if the peer announced it.
+    pub fn peer_len(&self, id: u32) -> Option<u64> {
+        self.peer.get(&id).map(Segment::len)
+    }
+
     pub fn peer_segments(&self) -> usize {
         self.peer.len()
     }

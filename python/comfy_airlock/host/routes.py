@@ -1,5 +1,5 @@
 """The HTTP routes of isolated packs, mounted on ComfyUI's own server and forwarded to the
-pack's worker (ADR 0014).
+pack's worker (ADR 0017).
 
 The scan reports every route a pack registered at import (worker/routes.py). At our custom
 node's import, as a native pack would at its own, each is mounted the way the pack made it:

@@ -1,5 +1,5 @@
 """A pack's HTTP routes in its worker: what it registered (for the scan), and serving the
-requests the host forwards (ADR 0014).
+requests the host forwards (ADR 0017).
 
 The pack registers routes on a real ``aiohttp.web.Application`` and ``RouteTableDef`` (the
 stand-in ``PromptServer.instance.app`` / ``.routes``). A forwarded request is written, as the

@@ -26,7 +26,7 @@ export PYO3_PYTHON := $(PY)
 # Tools run with the venv "active" (maturin develop installs into $VIRTUAL_ENV).
 VENV_ENV := VIRTUAL_ENV="$(VENV)" PATH="$(VENV)/bin:$$PATH"
 
-.PHONY: setup build lint test bench bench-quick demo run fmt clean fuzz faults lock
+.PHONY: setup build wheel lint test bench bench-quick demo run fmt clean fuzz faults lock
 
 # Host venv (also ComfyUI's), worker envs, and the ComfyUI tree at $(COMFYUI_DIR).
 setup:
@@ -34,6 +34,12 @@ setup:
 
 build: setup
 	$(VENV_ENV) $(MATURIN) develop --release
+
+# The wheel users install (dist/comfy_airlock-*-cp310-abi3-manylinux_2_28_x86_64.whl, zig-linked;
+# scripts/wheel.sh). Cached by its inputs' hash; tests/comfyui/test_wheel_install.py installs it
+# into a fresh venv without Rust and runs a pack from it, so `make test` builds it too.
+wheel: setup
+	bash scripts/wheel.sh
 
 lint: setup
 	cargo fmt --all -- --check

@@ -169,6 +169,24 @@ make_worker_env py310-numpy1 3.10 requirements/worker-py310-numpy1.txt
 make_worker_env py312-torch 3.12 requirements/worker-py312-torch.txt
 
 # ---------------------------------------------------------------------------------------------
+# Chromium for tests/comfyui/test_sidebar_panel.py (the panel in ComfyUI's frontend; Playwright,
+# from requirements/dev.txt, drives this system browser and downloads none). Debian's package,
+# installed when missing and apt-get can (root); otherwise a warning (the test then skips, or
+# fails under CI).
+# ---------------------------------------------------------------------------------------------
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        log "installing chromium (apt-get)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium \
+            >/dev/null || { apt-get update -q >/dev/null &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+                chromium >/dev/null; } || warn "chromium could not be installed"
+    else
+        warn "chromium is missing (install it for tests/comfyui/test_sidebar_panel.py)"
+    fi
+fi
+
+# ---------------------------------------------------------------------------------------------
 # Summary.
 # ---------------------------------------------------------------------------------------------
 # Reads installed versions from package metadata (no 'import torch': fast).

@@ -160,7 +160,7 @@ def test_logs_stdout_and_stderr_reach_host_logging(make_worker, caplog):
     lines = {(r.name, r.getMessage()) for r in caplog.records}
     assert ("comfy_airlock.worker.chatty", "[chatty] stdout: hi") in lines
     assert ("comfy_airlock.worker.chatty", "[chatty] stderr: hi") in lines
-    assert ("comfy_airlock.worker.chatty.testpack", "[chatty] log: hi\nsecond line") in lines
+    assert ("comfy_airlock.worker.chatty", "[chatty/testpack] log: hi\nsecond line") in lines
 
 
 def test_control_lane_answers_while_a_call_runs(make_worker):

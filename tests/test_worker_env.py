@@ -15,8 +15,8 @@ from conftest import HELPERS
 
 from comfy_airlock.host import pack as pack_module
 from comfy_airlock.host.pack import IsolatedPack
-from comfy_airlock.host.worker_env import worker_env
 from comfy_airlock.supervisor import Worker
+from comfy_airlock.worker_env import worker_env
 
 SECRETS = {
     "OPENAI_API_KEY": "sk-test-openai",
@@ -149,3 +149,25 @@ def test_plain_workers_get_one_too(make_worker):
     _private(tmp)
     w.close()
     assert not os.path.exists(tmp)
+
+
+def test_a_plain_worker_gets_the_allow_list_unless_it_opts_out(monkeypatch):
+    import comfy_airlock
+
+    for k, v in {**SECRETS, **NEEDED}.items():
+        monkeypatch.setenv(k, v)
+    w = Worker(sys.executable, sys_path=[HELPERS], name="plain-env")
+    try:
+        env = w.call("airlock_escape:environ")
+    finally:
+        w.close()
+    assert sorted(k for k in SECRETS if k in env) == []
+    assert env["CUDA_VISIBLE_DEVICES"] == "1,0" and env["PATH"] == os.environ["PATH"]
+    w = Worker(sys.executable, sys_path=[HELPERS], name="inherit", env=comfy_airlock.INHERIT_ENV)
+    try:
+        env = w.call("airlock_escape:environ")
+    finally:
+        w.close()
+    assert {k: env[k] for k in SECRETS} == SECRETS
+    with pytest.raises(TypeError, match="INHERIT_ENV"):
+        Worker(sys.executable, env="inherit")

@@ -41,6 +41,7 @@ pub fn kind_index(e: &WireError) -> usize {
         WireError::Malformed(_) => 2,
         WireError::LimitExceeded { .. } => 3,
         WireError::TrailingBytes(_) => 4,
+        WireError::Unencodable { .. } => unreachable!("only encoding reports Unencodable"),
     }
 }
 

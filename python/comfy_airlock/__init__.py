@@ -18,10 +18,12 @@ from comfy_airlock._native import (
     RemoteError,
     SandboxError,
     SpawnError,
+    ValueTooLarge,
     WorkerDied,
 )
 from comfy_airlock.supervisor import Worker
 from comfy_airlock.values import Codec, register_codec
+from comfy_airlock.worker_env import INHERIT_ENV
 
 
 def register_model(module, *, name=None, device=None):
@@ -60,6 +62,7 @@ def register_nodes(path=None):
 
 
 __all__ = [
+    "INHERIT_ENV",
     "PROTOCOL_VERSION",
     "AirlockError",
     "CallInterrupted",
@@ -73,6 +76,7 @@ __all__ = [
     "RemoteError",
     "SandboxError",
     "SpawnError",
+    "ValueTooLarge",
     "Worker",
     "WorkerDied",
     "register_codec",

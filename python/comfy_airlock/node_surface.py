@@ -4,8 +4,17 @@ not cross (the host's proxies check inputs, the worker checks outputs)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
+
+
+def python_module(pack_dir: str) -> str:
+    """What ComfyUI's ``load_custom_node`` sets as ``RELATIVE_PYTHON_MODULE`` on the nodes of
+    the pack in ``pack_dir`` had it sat in ``custom_nodes/`` (``/object_info``'s
+    ``python_module``, by which the frontend groups nodes)."""
+    return f"custom_nodes.{os.path.basename(os.path.normpath(pack_dir))}"
+
 
 # V1 class attributes a proxy carries as they are (besides INPUT_TYPES and FUNCTION).
 NODE_ATTRS = (
@@ -45,3 +54,27 @@ def model_kind(value: Any) -> str | None:
         if cls is not None and isinstance(value, cls):
             return type(value).__name__
     return None
+
+
+# folder_paths attributes a pack's folder registrations are made relative to, most specific
+# first: a cached scan's folders then follow the host's directories, not the ones it ran with.
+FOLDER_ROOTS = ("models_dir", "base_path")
+
+
+def folder_to_scan(path: str, roots: dict[str, str]) -> Any:
+    """``path`` as a scan carries it: ``{"under": root, "path": relative}`` when it lies in one
+    of ``roots`` (name -> directory), else as it is."""
+    for name in FOLDER_ROOTS:
+        root = roots.get(name)
+        if root and os.path.normpath(path).startswith(os.path.normpath(root) + os.sep):
+            return {"under": name, "path": os.path.relpath(path, root)}
+    return path
+
+
+def folder_from_scan(entry: Any, roots: dict[str, str]) -> str | None:
+    """The inverse of :func:`folder_to_scan` against the host's ``roots``; None if that root
+    is unknown here."""
+    if isinstance(entry, str):
+        return entry
+    root = roots.get(entry.get("under", ""))
+    return os.path.join(root, entry["path"]) if root else None

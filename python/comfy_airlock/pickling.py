@@ -28,6 +28,7 @@ import builtins
 import contextlib
 import contextvars
 import importlib
+import inspect
 import io
 import os
 import pickle
@@ -138,8 +139,11 @@ class PicklePolicy:
             except ImportError as e:
                 raise PickleRefused(f"pack {self.owner!r}: cannot import {module!r}: {e}") from e
         obj: Any = mod
+        # Where nothing may be imported, read namespaces only: a module's __getattr__ (torch's,
+        # numpy's) imports submodules on first access.
+        get = getattr if self.may_import else inspect.getattr_static
         for part in qualname.split("."):
-            obj = getattr(obj, part, None)
+            obj = get(obj, part, None)
         if not isinstance(obj, type):
             raise PickleRefused(f"pack {self.owner!r}: {full} is not a class here")
         return obj

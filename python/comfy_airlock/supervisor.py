@@ -10,6 +10,7 @@ from typing import Any
 
 from comfy_airlock import _native, pickling
 from comfy_airlock._runtime import runtime_dir
+from comfy_airlock.worker_env import INHERIT_ENV, InheritEnv, worker_env
 
 # Variables of the host that would make another interpreter load the wrong stdlib or packages.
 _STRIP = ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONEXECUTABLE", "__PYVENV_LAUNCHER__")
@@ -21,8 +22,10 @@ class Worker:
     ``python`` is the interpreter (e.g. a venv's ``bin/python``, any CPython >= 3.10). Our
     runtime is put on its path from a private copy of this package; ``sys_path`` entries follow
     it. ``preload`` names modules the worker imports before its first call (where a pack
-    registers its codecs). ``env`` is the worker's whole environment (default: the host's).
-    ``on_event(topic, payload)`` receives what the worker sends with
+    registers its codecs). ``env`` is the worker's whole environment; by default (``None``) it
+    is the allow-listed part of the host's (what Python, torch and CUDA need; no API keys or
+    tokens: :mod:`comfy_airlock.worker_env`), and ``env=comfy_airlock.INHERIT_ENV`` passes the
+    host's whole environment, secrets included. ``on_event(topic, payload)`` receives what the worker sends with
     :func:`comfy_airlock.worker.runtime.emit` while a call runs, on the calling thread. The
     process starts at once and is started again, as a new generation, on the first call after
     it dies.
@@ -33,6 +36,13 @@ class Worker:
     (:meth:`interrupt`, or ``interrupted`` in :meth:`run`) sees the flag at its next
     interruption check; if it has not stopped ``signal_after`` seconds later the worker gets
     SIGINT, and ``kill_after`` seconds after that SIGKILL (None leaves a step out).
+
+    Every wait on the worker is bounded by these, sends as well as receives: a call whose
+    worker stops reading its call lane (a 4 MiB argument does not fit a socket buffer) is still
+    stopped by its deadline, an interrupt, liveness or :meth:`close`. Input the worker sends
+    that the protocol forbids (a corrupt frame, a forged descriptor or segment, a message out
+    of place, on either lane) is counted once in ``_native.rejections()`` and ends the worker:
+    the call raises :class:`ProtocolError` and the next call starts a new generation.
 
     ``pickle`` names the types (``module.QualName``) that may cross with pickle, both ways,
     checked on both sides (see :mod:`comfy_airlock.pickling`); by default nothing is pickled.
@@ -48,7 +58,7 @@ class Worker:
         *,
         sys_path: Iterable[str | os.PathLike[str]] = (),
         preload: Iterable[str] = (),
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | InheritEnv | None = None,
         name: str | None = None,
         cwd: str | os.PathLike[str] | None = None,
         connect_timeout: float = 60.0,
@@ -63,7 +73,16 @@ class Worker:
             raise _native.SpawnError(f"worker interpreter {python!r} is not an executable file")
         if name is None:
             name = Path(python).parent.parent.name or "worker"
-        environ = dict(os.environ if env is None else env)
+        if env is None:
+            environ = worker_env({}, {})
+        elif env is INHERIT_ENV:
+            environ = dict(os.environ)
+        elif isinstance(env, Mapping):
+            environ = dict(env)
+        else:
+            raise TypeError(
+                f"env must be a mapping, None or comfy_airlock.INHERIT_ENV, not {type(env).__name__}"
+            )
         for k in _STRIP:
             environ.pop(k, None)
         path = [runtime_dir(), *(os.fspath(p) for p in sys_path)]
@@ -161,12 +180,15 @@ class Worker:
         return self._native.model_command(generation, model, op, arg, timeout)
 
     def kill(self) -> None:
-        """SIGKILL the current process (the next call starts a new generation)."""
+        """SIGKILL the current process and wait (at most 2 s) until it is gone. The next call
+        starts a new generation; a call running meanwhile raises :class:`WorkerDied`."""
         self._native.kill()
 
     def close(self, grace: float = 5.0) -> str | None:
         """Asks the worker to exit, waits ``grace`` seconds, then kills it. Returns how it
-        ended. Idempotent."""
+        ended. Idempotent. Bounded even when the worker reads nothing (the request to exit
+        waits at most ``grace`` to be sent); a call running in another thread then raises
+        :class:`WorkerDied`."""
         return self._native.close(grace)
 
     def __enter__(self) -> Worker:

@@ -20,12 +20,9 @@ This module handles the rest:
 
 from __future__ import annotations
 
-import builtins
 import ctypes
 import importlib
 import logging
-import mmap
-import os
 import sys
 import weakref
 from collections.abc import Callable
@@ -33,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from comfy_airlock import _native, pickling
+from comfy_airlock.mappings import region_buffer as _region_buffer
+from comfy_airlock.remote import log_line, make_exception
 
 log = logging.getLogger("comfy_airlock")
-
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
 @dataclass(frozen=True)
@@ -114,6 +111,9 @@ _NUMPY_EXOTIC = {
 _warned_raw: set[str] = set()
 
 
+_HOST = 0  # ``lane.side`` of the host (the core's ``Side::Host``)
+
+
 def _optional(name: str):
     """The module if it is installed here (imported on first need), else None."""
     module = sys.modules.get(name)
@@ -125,20 +125,32 @@ def _optional(name: str):
     return module
 
 
-def _numpy_dtype(np, name: str):
+def _finder(lane) -> Callable[[str], Any]:
+    """How a received value may find torch, numpy or ml_dtypes: in a worker, importing them
+    (it runs its pack's code anyway). In the host, torch and ml_dtypes only if it has imported
+    them, so a torch tensor reaches a torch-less host as a numpy array; numpy, the one array
+    type we choose ourselves, is imported if need be, never a module because the peer named
+    it."""
+    if lane.side != _HOST:
+        return _optional
+    return lambda name: _optional(name) if name == "numpy" else sys.modules.get(name)
+
+
+def _numpy_dtype(np, name: str, find: Callable[[str], Any] = _optional):
     if name in _NUMPY_NAMES:
         return np.dtype(_NUMPY_NAMES[name])
     ml_name, raw = _NUMPY_EXOTIC[name]
     try:
-        import ml_dtypes
-
+        ml_dtypes = find("ml_dtypes")
+        if ml_dtypes is None:
+            raise ImportError("ml_dtypes")
         return np.dtype(getattr(ml_dtypes, ml_name))
     except (ImportError, AttributeError):
         if name not in _warned_raw:
             _warned_raw.add(name)
             log.warning(
-                "numpy has no %s and ml_dtypes is not installed: %s tensors arrive as raw %s "
-                "bit patterns",
+                "numpy has no %s and ml_dtypes is not installed (or, in the host, not imported): "
+                "%s tensors arrive as raw %s bit patterns",
                 name,
                 name,
                 raw,
@@ -178,30 +190,6 @@ def _is_dense(shape, strides) -> bool:
 
 def _span(shape, strides) -> int:
     return 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True))
-
-
-# --- mappings -------------------------------------------------------------------------------
-
-
-def _mapping(lane, side: int, segment: int) -> mmap.mmap:
-    maps = lane.mappings
-    mm = maps.get((side, segment))
-    if mm is None:
-        for key in lane.take_unmapped():
-            maps.pop(key, None)  # views keep their mapping alive until they die
-        fd, size = lane.segment_fd(side, segment)
-        try:
-            mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE)
-        finally:
-            os.close(fd)
-        maps[(side, segment)] = mm
-    return mm
-
-
-def _region_buffer(lane, region) -> ctypes.Array:
-    side, segment, offset, nbytes = region
-    mm = _mapping(lane, side, segment)
-    return (ctypes.c_char * nbytes).from_buffer(mm, offset)
 
 
 # --- passing on without a copy ---------------------------------------------------------------
@@ -359,16 +347,23 @@ def _encode_numpy(lane, np, a):
 
 def decode_tensor(lane, kind, dtype, shape, strides, region, device):
     """Called by the core for each received tensor: a zero-copy view of the peer's region."""
-    torch = _optional("torch") if kind == "torch" else None
-    np = None if torch is not None else _optional("numpy")
+    find = _finder(lane)
+    torch = find("torch") if kind == "torch" else None
+    np = None if torch is not None else find("numpy")
     if torch is None and np is None:
-        torch = _optional("torch")
+        torch = find("torch")
         if torch is None:
-            raise TypeError("received a tensor, but neither torch nor numpy is installed here")
+            if region is not None:
+                lane.release(*region)
+            if lane.side == _HOST:
+                why = "this host has not imported torch, and numpy is not installed"
+            else:
+                why = "neither torch nor numpy is installed here"
+            raise TypeError(f"received a tensor, but {why}")
     if region is None:
         if torch is not None:
             return torch.empty(shape, dtype=getattr(torch, dtype))
-        return np.empty(shape, dtype=_numpy_dtype(np, dtype))
+        return np.empty(shape, dtype=_numpy_dtype(np, dtype, find))
     try:
         buf = _region_buffer(lane, region)
     except BaseException:
@@ -386,7 +381,7 @@ def decode_tensor(lane, kind, dtype, shape, strides, region, device):
         if device != "cpu" and _device_available(torch, device):
             out = out.to(device)
         return out
-    ndt = _numpy_dtype(np, dtype)
+    ndt = _numpy_dtype(np, dtype, find)
     flat = np.frombuffer(buf, dtype=ndt, count=span)
     if contiguous:
         return flat.reshape(shape)
@@ -420,59 +415,4 @@ def decode_ext(name, payload):
     return codec.decode(payload)
 
 
-# --- exceptions -----------------------------------------------------------------------------
-
-# Exception classes are looked up only in these packages, and only if the host has already
-# imported them: the peer never makes the host import anything.
-_EXCEPTION_ROOTS = {"builtins", "torch", "numpy", "comfy", "comfy_extras", "comfy_api"}
-
-
-class RemoteTraceback(Exception):
-    """The worker's traceback, attached as ``__cause__`` of a re-raised exception."""
-
-    def __str__(self) -> str:
-        return "\n" + str(self.args[0]) if self.args else ""
-
-
-def _exception_class(module: str, qualname: str) -> type[Exception] | None:
-    if module.split(".")[0] not in _EXCEPTION_ROOTS:
-        return None
-    obj: Any = builtins if module == "builtins" else sys.modules.get(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    # Only Exception subclasses: a worker's SystemExit must not stop the host.
-    if isinstance(obj, type) and issubclass(obj, Exception):
-        return obj
-    return None
-
-
-def make_exception(worker, module, qualname, message, args, traceback):
-    cls = _exception_class(module, qualname)
-    exc: BaseException | None = None
-    if cls is not None:
-        try:
-            exc = cls(*args) if args else cls(message)
-        except Exception:
-            exc = None
-    if exc is None:
-        exc = _native.RemoteError(f"{module}.{qualname}: {message}")
-    exc.remote_type = f"{module}.{qualname}"  # type: ignore[attr-defined]
-    exc.remote_traceback = traceback  # type: ignore[attr-defined]
-    exc.worker = worker  # type: ignore[attr-defined]
-    exc.__cause__ = RemoteTraceback(traceback)
-    if hasattr(exc, "add_note"):
-        exc.add_note(f"(raised in comfy-airlock worker {worker!r}; its traceback is above)")
-    return exc
-
-
-# --- logs -----------------------------------------------------------------------------------
-
-
-def _log(worker, stream, level, logger, line):
-    name = f"comfy_airlock.worker.{worker}"
-    if logger:
-        name = f"{name}.{logger}"
-    logging.getLogger(name).log(level, "[%s] %s", worker, line)
-
-
-_native.install_hooks(encode_other, decode_tensor, decode_ext, make_exception, _log)
+_native.install_hooks(encode_other, decode_tensor, decode_ext, make_exception, log_line)

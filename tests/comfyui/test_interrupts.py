@@ -5,6 +5,7 @@ stops a node that runs past it."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -26,6 +27,8 @@ def server(comfyui_dir, tmp_path_factory):
         isolated={
             "interrupt-nodes": TEST_PACKS / "interrupt-nodes",
             "deadline-nodes": TEST_PACKS / "deadline-nodes",
+            "interrupt-styles": TEST_PACKS / "interrupt-styles",
+            "interrupt-late": TEST_PACKS / "interrupt-late",
         },
     )
     env = {
@@ -48,8 +51,8 @@ def _wait_file(path: Path, timeout: float = 60.0) -> float:
     return float(path.read_text())
 
 
-def _worker(ui: ComfyUI) -> dict:
-    return {row["pack"]: row for row in ui.get("/airlock/workers")}["interrupt-nodes"]
+def _worker(ui: ComfyUI, pack: str = "interrupt-nodes") -> dict:
+    return {row["pack"]: row for row in ui.get("/airlock/workers")}[pack]
 
 
 def _cancel(ui: ComfyUI, node: str, marker: Path) -> tuple[str, float]:
@@ -116,3 +119,100 @@ def test_a_node_past_its_packs_call_deadline_fails_the_prompt(server):
     assert took < 30, took
     fast = {"1": {"class_type": "AirlockSlowNode", "inputs": {"seconds": 0.1}}}
     assert server.run(fast)["outputs"]["1"]["text"] == ["slept 0.1"]
+
+
+# --- every way a pack reaches the check -----------------------------------------------------
+#
+# One node per import style (tests/packs/interrupt-styles, interrupt-late). Each is cancelled
+# with POST /interrupt and must stop through its own check: the exception it saw is upstream's
+# bare InterruptProcessingException (the SIGINT escalation, 0.5 s here, says so in its
+# message), and its worker is the same process. The latency, from sending the request to the
+# check firing, is printed (docs/benchmarks.md), not asserted.
+
+STYLES = {
+    "AirlockModuleLevelCheck": "interrupt-styles",  # import comfy.model_management at the top
+    "AirlockInFunctionCheck": "interrupt-styles",  # import ... as mm inside the node
+    "AirlockByNameThrow": "interrupt-styles",  # from ... import throw_exception_if_...
+    "AirlockByNamePoll": "interrupt-styles",  # from ... import processing_interrupted
+    "AirlockByNameAcknowledge": "interrupt-styles",  # ... and interrupt_current_processing
+    "AirlockLateFromImport": "interrupt-late",  # from ... import inside the node
+}
+
+
+def _wait_json(path: Path, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.005)
+    return json.loads(path.read_text())
+
+
+def _cancel_by_own_check(ui: ComfyUI, node: str, pack: str, marker: Path) -> tuple[float, dict]:
+    """Cancels ``node`` once; returns the latency and what the node saw when it started."""
+    prompt = {"1": {"class_type": node, "inputs": {"seconds": 60.0, "marker": str(marker)}}}
+    pid = ui.queue(prompt)
+    began = _wait_json(marker.with_suffix(".started"), timeout=300)
+    time.sleep(0.05)
+    sent = time.time()
+    ui.post("/interrupt", {})
+    ui.wait_message(type="execution_interrupted", prompt_id=pid, timeout=60)
+    stopped = _wait_json(marker.with_suffix(".stopped"), timeout=30)
+    assert stopped["message"] == "", f"{node} was stopped by escalation, not its check: {stopped}"
+    assert ui.wait(pid, timeout=60)["status"]["status_str"] == "error"
+    assert _worker(ui, pack)["pid"] == began["pid"], "a check-stopped node keeps its worker"
+    return stopped["at"] - sent, began
+
+
+def _measure(ui: ComfyUI, node: str, pack: str, tmp_path: Path) -> list[bool]:
+    """Three cancels of ``node``; returns, for each, whether it was the module's first import."""
+    latencies, firsts = [], []
+    for i in range(3):
+        latency, began = _cancel_by_own_check(ui, node, pack, tmp_path / f"{node}{i}")
+        latencies.append(latency)
+        firsts.append(not began["already_imported"])
+    print(f"POST /interrupt to {node}'s check (ms):", [round(x * 1000, 1) for x in latencies])
+    return firsts
+
+
+def test_a_node_that_first_imports_model_management_inside_itself_stops_at_its_check(
+    server, tmp_path
+):
+    # The first node run in this pack's worker: the module's first import there happens
+    # inside the running node, after the worker set itself up.
+    firsts = _measure(server, "AirlockLateImport", "interrupt-late", tmp_path)
+    assert firsts == [True, False, False], (
+        "comfy.model_management was imported in interrupt-late's worker before its first node "
+        "ran, so this test no longer covers a first import inside a node: keep that worker's "
+        "start-up from importing it (an env without ComfyUI's requirements)"
+    )
+
+
+@pytest.mark.parametrize("node", list(STYLES))
+def test_every_import_style_stops_at_its_own_check(server, tmp_path, node):
+    _measure(server, node, STYLES[node], tmp_path)
+
+
+def test_import_hooks_run_after_import_and_reload_and_never_fail_it(tmp_path, monkeypatch):
+    """The mechanism under the gate (worker/on_import.py), on a module of its own: a hook that
+    fails neither fails the import nor stops the next hook, and a reload runs them again."""
+    import importlib
+    import sys
+
+    from comfy_airlock.worker.on_import import after_import
+
+    (tmp_path / "airlock_hooked.py").write_text("import threading\nlock = threading.RLock()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen: list[int] = []
+
+    def broken(module):
+        raise RuntimeError("a hook that fails")
+
+    after_import("airlock_hooked", broken)
+    after_import("airlock_hooked", lambda m: seen.append(id(m.lock)))
+    try:
+        module = importlib.import_module("airlock_hooked")
+        assert len(seen) == 1, "the second hook ran although the first failed"
+        importlib.reload(module)
+        assert len(seen) == 2 and seen[0] != seen[1], "a reload makes new globals: hooks again"
+    finally:
+        sys.modules.pop("airlock_hooked", None)

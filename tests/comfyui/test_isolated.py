@@ -106,7 +106,9 @@ def test_isolated_nodes_look_native(server):
     enhance = info["TinyModelEnhance"]  # V3, through its V1 description
     assert enhance["input"]["required"]["steps"][0] == "INT"
     assert enhance["display_name"] == "Tiny Model Enhance (isolated, torch)"
-    assert info["TinyModelInfo"]["input"]["hidden"] == {"unique_id": "UNIQUE_ID"}
+    # A V3 node's entry is its GET_NODE_INFO_V1, as natively (hidden inputs as tuples).
+    assert info["TinyModelInfo"]["input"]["hidden"] == {"unique_id": ["UNIQUE_ID"]}
+    assert enhance["python_module"] == "custom_nodes.tiny-model"
     assert info["E2EReport"]["output_node"] is True
     # Nothing of the broken or misplaced packs, and ComfyUI's own nodes are all there.
     assert "KSampler" in info and "SaveImage" in info
@@ -310,8 +312,10 @@ def test_opt_in_pack_runs_in_its_worker(server):
         "2": {"class_type": "E2EReport", "inputs": {"text": ["1", 0]}},
     }
     text = report_texts(server.run(prompt, timeout=300), "2")[0]
-    assert text.startswith("optin:yo:worker=1:")
+    assert text.startswith("optin:yo:worker=1:prestartup=ran:")  # its worker ran it first
     assert not text.endswith(sys.prefix)  # its own environment, not ComfyUI's
+    # ComfyUI ran it too, in its own process, and comfy-airlock says so.
+    assert "'optin-pack': ComfyUI has run its prestartup_script.py" in server.log_text()
 
 
 def test_host_comfyui_is_unpatched(server, comfyui_dir):

@@ -19,26 +19,41 @@ from .chaos import SEED, iterations
 BUSY_HOST = Path(__file__).resolve().parent / "busy_host.py"
 
 
-def marked(mark: str) -> list[str]:
-    """Every process whose environment carries ``mark`` (all a host started inherit it)."""
+def marked(mark: str, since: int = 0) -> list[str]:
+    """Every process whose environment carries ``mark`` (all a host started inherit it).
+
+    Workers are non-dumpable, so without ``CAP_SYS_PTRACE`` (not root) their environment is
+    unreadable: then a worker (``-m comfy_airlock.worker``, or a child it forked) started at or
+    after clock tick ``since`` counts as marked, so that the test stays able to fail."""
     needle = f"AIRLOCK_FAULT_MARK={mark}".encode() + b"\0"
     found = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
-            with open(f"/proc/{d}/environ", "rb") as f:
-                if needle not in f.read() + b"\0":
-                    continue
-            with open(f"/proc/{d}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
             with open(f"/proc/{d}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            state, started = fields[0], int(fields[19])
+            try:
+                with open(f"/proc/{d}/environ", "rb") as f:
+                    if needle not in f.read() + b"\0":
+                        continue
+            except PermissionError:
+                if "comfy_airlock.worker" not in cmd or started < since:
+                    continue
         except OSError:
             continue
         if state != "Z":
             found.append(f"pid {d} ({state}, {_stage(int(d))}): {cmd}")
     return found
+
+
+def _ticks_now() -> int:
+    """Clock ticks since boot, the unit of a process's start time in ``/proc/<pid>/stat``."""
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
 
 
 def _stage(pid: int) -> str:
@@ -52,10 +67,13 @@ def _stage(pid: int) -> str:
         for t in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{t}/comm") as f:
                 threads.append(f.read().strip())
-        socks = sum(
-            os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
-            for fd in os.listdir(f"/proc/{pid}/fd")
-        )
+        try:
+            socks: int | str = sum(
+                os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+                for fd in os.listdir(f"/proc/{pid}/fd")
+            )
+        except PermissionError:
+            socks = "unreadable (non-dumpable)"
     except OSError:
         return "gone"
     return f"group {pgid}, threads {sorted(threads)}, {socks} sockets"
@@ -79,6 +97,7 @@ def test_host_killed_while_its_workers_are_busy(fault, leaks):
     for i in range(iterations(8)):
         with run.iteration(i):
             mark = f"{SEED}-{i}-{os.getpid()}"
+            since = _ticks_now()
             host = subprocess.Popen(
                 [sys.executable, str(BUSY_HOST), str(run.rng.randrange(1 << 30))],
                 stdout=subprocess.PIPE,
@@ -101,10 +120,10 @@ def test_host_killed_while_its_workers_are_busy(fault, leaks):
             # handshake (it cannot connect, and exits): bounded by its start-up, which on a
             # loaded 2-core CI machine takes seconds.
             deadline = time.monotonic() + 20.0
-            left = marked(mark)
+            left = marked(mark, since)
             while left and time.monotonic() < deadline:
                 time.sleep(0.05)
-                left = marked(mark)
+                left = marked(mark, since)
             for p in left:
                 run.check_leaks(i, [f"outlived its host: {p}"])
             run.outcome("all workers gone" if not left else "orphans")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import numpy as np
 from conftest import HELPERS
@@ -204,5 +205,38 @@ def test_kill_during_an_eviction(spawn, fault, leaks):
                 assert truth["pid"] != pid
             else:
                 assert set(truth["models"]) == set(models.values())
+            run.check_leaks(i, leaks.check([w]))
+    run.finish()
+
+
+def test_the_call_after_kill_starts_a_new_generation(spawn, fault, leaks):
+    """``Worker.kill()`` waits until the process is gone, so the next call never meets it: it
+    starts a new generation (README: "The next call starts a new generation"). A call that
+    was running when ``kill()`` came fails with ``WorkerDied``."""
+    run = fault("Worker.kill() then a call")
+    w = spawn()
+    w.call("fault_targets:echo", 0)
+    leaks.baseline_threads()
+    for i in range(iterations(10)):
+        with run.iteration(i):
+            pid, gen = w.pid, w.generation
+            during = i % 2 == 1
+            if during:
+                killer = threading.Timer(run.rng.uniform(0.05, 0.2), w.kill)
+                killer.start()
+                try:
+                    w.call("fault_targets:nap", 30.0)
+                    raise AssertionError("the call outlived its worker")
+                except comfy_airlock.WorkerDied as e:
+                    _died(e, w, pid, "a call to 'fault_targets:nap'")
+                killer.join()
+            else:
+                w.kill()
+            assert not w.alive and w.pid is None
+            assert w.call("fault_targets:echo", i) == i
+            assert w.generation == gen + 1 and w.pid != pid
+            run.outcome(
+                "killed during a call, then a new generation" if during else "new generation"
+            )
             run.check_leaks(i, leaks.check([w]))
     run.finish()

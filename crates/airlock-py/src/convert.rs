@@ -1,18 +1,35 @@
 //! Python objects ↔ [`Value`]: builtins natively, everything else through the hooks.
 
-use airlock_wire::{ArrayKind, DType, Region, TensorDesc, Value};
+use airlock_wire::limits::MAX_FRAME_VALUES;
+use airlock_wire::{ArrayKind, Blob, BlobKind, DType, Region, TensorDesc, Value, ValueError};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple,
+};
 
+use crate::errors::{ProtocolError, ValueTooLarge};
 use crate::hooks::hooks;
 use crate::lane::{Lane, region_tuple, side_from};
 
+/// `bytes` and `str` of this many bytes or more travel in shared memory, as tensors do.
+const BLOB_MIN: usize = 1 << 20;
+/// Inline bytes and text one frame may carry before smaller items go to shared memory too.
+const INLINE_BUDGET: usize = 16 << 20;
+/// Items under this always stay inline: a region for each would cost more than its bytes.
+const BLOB_ALWAYS_INLINE: usize = 64 << 10;
+
 /// Encodes values for one frame, remembering the regions it leased so that a failure half
-/// way gives them back.
+/// way gives them back. Each value is checked against the limits the peer enforces, and all of
+/// them against the frame's, before anything is sent: a value that cannot cross is the
+/// caller's error ([`ValueTooLarge`]), never a broken lane.
 pub struct Encoder<'a, 'py> {
     lane: &'a Bound<'py, Lane>,
     leased: Vec<Region>,
+    /// Bytes of `bytes` and `str` kept inline so far.
+    inline: usize,
+    /// Encoded bytes of the values so far.
+    frame: usize,
 }
 
 impl<'a, 'py> Encoder<'a, 'py> {
@@ -20,6 +37,8 @@ impl<'a, 'py> Encoder<'a, 'py> {
         Encoder {
             lane,
             leased: Vec::new(),
+            inline: 0,
+            frame: 0,
         }
     }
 
@@ -32,12 +51,24 @@ impl<'a, 'py> Encoder<'a, 'py> {
     }
 
     pub fn encode(&mut self, obj: &Bound<'py, PyAny>) -> PyResult<Value> {
-        self.encode_at(obj, 0)
+        let value = self.encode_at(obj, 0)?;
+        let len = value.encoded_len().map_err(too_large)?;
+        self.frame = self.frame.saturating_add(len);
+        if self.frame > MAX_FRAME_VALUES {
+            return Err(too_large(ValueError::TooLarge {
+                len: self.frame,
+                max: MAX_FRAME_VALUES,
+            }));
+        }
+        Ok(value)
     }
 
     fn encode_at(&mut self, obj: &Bound<'py, PyAny>, depth: usize) -> PyResult<Value> {
+        // Bounds our recursion; `encode` checks the exact rule of the peer's decoder.
         if depth > airlock_wire::limits::MAX_VALUE_DEPTH {
-            return Err(PyValueError::new_err("value nests too deeply to send"));
+            return Err(too_large(ValueError::TooDeep {
+                max: airlock_wire::limits::MAX_VALUE_DEPTH,
+            }));
         }
         if obj.is_none() {
             return Ok(Value::None);
@@ -48,17 +79,36 @@ impl<'a, 'py> Encoder<'a, 'py> {
         if let Ok(i) = obj.cast_exact::<PyInt>() {
             return Ok(match i.extract::<i64>() {
                 Ok(v) => Value::Int(v),
-                Err(_) => Value::BigInt(i.str()?.to_string()),
+                Err(_) => Value::BigInt(big_int_bytes(i)?),
             });
         }
         if let Ok(f) = obj.cast_exact::<PyFloat>() {
             return Ok(Value::Float(f.value()));
         }
         if let Ok(s) = obj.cast_exact::<PyString>() {
-            return Ok(Value::Str(s.to_str()?.to_owned()));
+            let text = s.to_str()?;
+            if self.goes_to_shm(text.len()) {
+                // SAFETY: a str's UTF-8 buffer is immutable and lives as long as `s`.
+                return unsafe { self.blob(obj.py(), text.as_bytes(), BlobKind::Str, true) };
+            }
+            return Ok(Value::Str(text.to_owned()));
         }
         if let Ok(b) = obj.cast_exact::<PyBytes>() {
-            return Ok(Value::Bytes(b.as_bytes().to_vec()));
+            let data = b.as_bytes();
+            if self.goes_to_shm(data.len()) {
+                // SAFETY: bytes are immutable and live as long as `b`.
+                return unsafe { self.blob(obj.py(), data, BlobKind::Bytes, true) };
+            }
+            return Ok(Value::Bytes(data.to_vec()));
+        }
+        if let Ok(b) = obj.cast_exact::<PyByteArray>() {
+            // SAFETY: no Python code runs while we hold the GIL and read it (the copy below
+            // keeps the GIL: another thread could resize a bytearray under a detached copy).
+            let data = unsafe { b.as_bytes() };
+            if self.goes_to_shm(data.len()) {
+                return unsafe { self.blob(obj.py(), data, BlobKind::Bytes, false) };
+            }
+            return Ok(Value::Bytes(data.to_vec()));
         }
         if let Ok(l) = obj.cast_exact::<PyList>() {
             let mut out = Vec::with_capacity(l.len());
@@ -85,6 +135,43 @@ impl<'a, 'py> Encoder<'a, 'py> {
             return Ok(Value::Dict(out));
         }
         self.encode_other(obj, depth)
+    }
+
+    /// Whether `n` bytes of `bytes` or `str` go to shared memory; counts them if not.
+    fn goes_to_shm(&mut self, n: usize) -> bool {
+        let shm = n >= BLOB_MIN || (n >= BLOB_ALWAYS_INLINE && self.inline + n > INLINE_BUDGET);
+        if !shm {
+            self.inline += n;
+        }
+        shm
+    }
+
+    /// Copies `data` into a region of our pool (without the GIL when `detach`).
+    ///
+    /// # Safety
+    /// `data` must stay valid and unchanged for the call; with `detach`, also while other
+    /// Python threads run.
+    unsafe fn blob(
+        &mut self,
+        py: Python<'_>,
+        data: &[u8],
+        kind: BlobKind,
+        detach: bool,
+    ) -> PyResult<Value> {
+        let inner = self.lane.get().inner.clone();
+        let lease = |e: airlock_supervisor::LaneError| {
+            ProtocolError::new_err(format!("cannot lease shared memory: {e}"))
+        };
+        let len = data.len() as u64;
+        let region = py.detach(|| inner.alloc(len)).map_err(lease)?;
+        self.leased.push(region);
+        let (src, n) = (data.as_ptr() as usize, len);
+        // SAFETY: the region is ours, leased for `n` bytes and not yet sent; the caller
+        // vouches for `data`.
+        let copy = move || unsafe { inner.write(region, src as *const u8, n) };
+        let written = if detach { py.detach(copy) } else { copy() };
+        written.map_err(|e| ProtocolError::new_err(format!("cannot write shared memory: {e}")))?;
+        Ok(Value::Blob(Blob { kind, region }))
     }
 
     fn encode_other(&mut self, obj: &Bound<'py, PyAny>, depth: usize) -> PyResult<Value> {
@@ -141,6 +228,33 @@ impl<'a, 'py> Encoder<'a, 'py> {
     }
 }
 
+/// Most bytes of one int: a frame's, less room for the message around it.
+const MAX_BIG_INT_BYTES: u64 = airlock_wire::limits::MAX_FRAME_LEN as u64 - 4096;
+
+/// An int beyond `i64` as its two's-complement bytes, least significant first: linear in its
+/// size, unlike decimal text (which Python refuses past 4 300 digits). One that could not fit
+/// in a frame is refused before any bytes are made.
+fn big_int_bytes(i: &Bound<'_, PyInt>) -> PyResult<Vec<u8>> {
+    let bits: u64 = i.call_method0("bit_length")?.extract()?;
+    // One more bit for the sign.
+    let len = bits / 8 + 1;
+    if len > MAX_BIG_INT_BYTES {
+        return Err(PyValueError::new_err(format!(
+            "an int of {bits} bits ({len} bytes) cannot be sent: one int may take at most \
+             {MAX_BIG_INT_BYTES} bytes (a frame holds {} bytes)",
+            airlock_wire::limits::MAX_FRAME_LEN
+        )));
+    }
+    let bytes = i.call_method("to_bytes", (len, "little"), Some(&signed(i.py())?))?;
+    Ok(bytes.cast_into::<PyBytes>()?.as_bytes().to_vec())
+}
+
+fn signed(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let kw = PyDict::new(py);
+    kw.set_item("signed", true)?;
+    Ok(kw)
+}
+
 /// Builds the Python object for a received value. If that fails half way, the regions of
 /// tensors not yet turned into views are released at once (no view will ever release them).
 pub fn decode<'py>(
@@ -150,19 +264,27 @@ pub fn decode<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut regions = Vec::new();
     collect_regions(&value, &mut regions);
+    let inner = &lane.get().inner;
+    let own = lane.get().side;
+    // A region the peer does not have is refused before anything is mapped: counted, and in
+    // the host the worker is ended (the lane's guard). Nothing is released for such a value:
+    // its regions may be forged too.
+    let refused = |e| crate::errors::ProtocolError::new_err(inner.refuse(e).to_string());
+    for r in regions.iter().filter(|r| r.side != own) {
+        inner.check_peer_region(*r).map_err(refused)?;
+    }
     // Our own regions, referenced back by the peer, are held before any view is made, so the
     // failure path below can release every region alike.
-    let own = lane.get().side;
     for (i, r) in regions.iter().enumerate() {
         if r.side == own
-            && let Err(e) = lane.get().inner.acquire_returned(*r)
+            && let Err(e) = inner.acquire_returned(*r)
         {
             for (j, r) in regions.iter().enumerate() {
                 if r.side != own || j < i {
-                    lane.get().inner.release(*r);
+                    inner.release(*r);
                 }
             }
-            return Err(crate::errors::ProtocolError::new_err(e.to_string()));
+            return Err(refused(e));
         }
     }
     let mut claimed = 0;
@@ -181,6 +303,7 @@ fn collect_regions(value: &Value, out: &mut Vec<Region>) {
     while let Some(v) = stack.pop() {
         match v {
             Value::Tensor(t) => out.extend(t.region),
+            Value::Blob(b) => out.push(b.region),
             Value::List(items) | Value::Tuple(items) => stack.extend(items.iter().rev()),
             Value::Dict(pairs) => {
                 for (k, v) in pairs.iter().rev() {
@@ -204,7 +327,11 @@ fn decode_at<'py>(
         Value::None => py.None().into_bound(py),
         Value::Bool(b) => PyBool::new(py, b).to_owned().into_any(),
         Value::Int(i) => i.into_pyobject(py)?.into_any(),
-        Value::BigInt(s) => py.get_type::<PyInt>().call1((s,))?,
+        Value::BigInt(b) => py.get_type::<PyInt>().call_method(
+            "from_bytes",
+            (PyBytes::new(py, &b), "little"),
+            Some(&signed(py)?),
+        )?,
         Value::Float(f) => PyFloat::new(py, f).into_any(),
         Value::Str(s) => PyString::new(py, &s).into_any(),
         Value::Bytes(b) => PyBytes::new(py, &b).into_any(),
@@ -258,5 +385,56 @@ fn decode_at<'py>(
             let inner = decode_at(py, lane, *payload, claimed)?;
             h.decode_ext.bind(py).call1((name, inner))?
         }
+        Value::Blob(b) => {
+            // Claimed here, and released whether or not it reads: nothing keeps a view of it.
+            *claimed += 1;
+            let out = read_blob(py, lane, &b);
+            lane.get().inner.release(b.region);
+            out?
+        }
     })
+}
+
+/// Copies a blob out of its region (with `pread`: nothing of the peer's segment is mapped).
+fn read_blob<'py>(
+    py: Python<'py>,
+    lane: &Bound<'py, Lane>,
+    b: &Blob,
+) -> PyResult<Bound<'py, PyAny>> {
+    let r = b.region;
+    let bad = |e: String| ProtocolError::new_err(format!("bytes in shared memory: {e}"));
+    let (fd, seg_len) = lane
+        .get()
+        .inner
+        .segment_fd(r.side, r.segment)
+        .map_err(|e| bad(e.to_string()))?;
+    // Checked before anything is allocated for it: the region lies in its segment.
+    if r.offset.checked_add(r.len).is_none_or(|end| end > seg_len) {
+        return Err(bad(format!(
+            "{} bytes at offset {} lie outside segment {} ({seg_len} bytes)",
+            r.len, r.offset, r.segment
+        )));
+    }
+    let read = |buf: &mut [u8]| {
+        py.detach(|| airlock_shm::read_at(std::os::fd::AsFd::as_fd(&fd), seg_len, r.offset, buf))
+            .map_err(|e| bad(e.to_string()))
+    };
+    let len = r.len as usize;
+    match b.kind {
+        BlobKind::Bytes => Ok(PyBytes::new_with(py, len, |buf| read(buf))?.into_any()),
+        BlobKind::Str => {
+            let mut buf = vec![0u8; len];
+            read(&mut buf)?;
+            let text =
+                String::from_utf8(buf).map_err(|e| bad(format!("text that is not UTF-8 ({e})")))?;
+            Ok(PyString::new(py, &text).into_any())
+        }
+    }
+}
+
+/// The error for a value that cannot be sent; nothing was written.
+fn too_large(e: ValueError) -> PyErr {
+    ValueTooLarge::new_err(format!(
+        "cannot send this value across the process boundary: {e}; nothing was sent"
+    ))
 }

@@ -37,6 +37,13 @@ create_exception!(
 );
 create_exception!(
     comfy_airlock,
+    ValueTooLarge,
+    AirlockError,
+    "A value breaks a limit of what one call, reply or event may carry (items, nesting, bytes \
+     in one frame); it was refused before anything was sent, and the worker is untouched."
+);
+create_exception!(
+    comfy_airlock,
     RemoteError,
     AirlockError,
     "An exception raised in the worker whose class cannot be re-created in the host."

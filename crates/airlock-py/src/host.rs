@@ -10,15 +10,13 @@ use airlock_shm::PoolConfig;
 use airlock_supervisor::{
     InterruptPolicy, LaneError, Liveness, OutputSink, WorkerProcess, WorkerSpec,
 };
-use airlock_wire::{Message, ModelOp, ModelOutcome, RemoteException, Side, Value};
+use airlock_wire::{ModelOp, ModelOutcome, Side};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::call_watch::{CallWatch, Cause, TICK};
-use crate::convert::{Encoder, decode};
+use crate::convert::decode;
 use crate::errors::{self, AirlockError};
-use crate::hooks::hooks;
 use crate::lane::Lane;
 use crate::sink::PyLogSink;
 
@@ -27,7 +25,7 @@ struct Running {
     lane: Py<Lane>,
 }
 
-struct Slot {
+pub(crate) struct Slot {
     running: Option<Running>,
     generation: u64,
     closed: bool,
@@ -42,24 +40,27 @@ pub struct Worker {
     spec: WorkerSpec,
     sink: Arc<dyn OutputSink>,
     slot: Mutex<Slot>,
-    calls: Mutex<()>,
-    next_id: AtomicU64,
+    pub(crate) calls: Mutex<()>,
+    pub(crate) next_id: AtomicU64,
     /// `on_event(topic, payload)` for [`Message::Event`]s of a running call.
-    on_event: Option<Py<PyAny>>,
+    pub(crate) on_event: Option<Py<PyAny>>,
     /// How a call that was asked to stop is made to stop.
-    policy: InterruptPolicy,
+    pub(crate) policy: InterruptPolicy,
     /// Set by [`Worker::interrupt`]; the waiting caller picks it up at its next tick.
-    interrupt_requested: AtomicBool,
+    pub(crate) interrupt_requested: AtomicBool,
 }
 
 /// Locks without deadlocking against a thread that holds the lock and waits for the GIL.
-fn slot_lock<'a, T>(py: Python<'_>, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
+pub(crate) fn slot_lock<'a, T>(py: Python<'_>, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
     m.lock_py_attached(py).unwrap_or_else(|p| p.into_inner())
 }
 
 impl Worker {
     /// The live process and its lane, starting a new generation if there is none.
-    fn running<'py>(&self, py: Python<'py>) -> PyResult<(Arc<WorkerProcess>, Bound<'py, Lane>)> {
+    pub(crate) fn running<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Arc<WorkerProcess>, Bound<'py, Lane>)> {
         let mut slot = slot_lock(py, &self.slot);
         if slot.closed {
             return Err(AirlockError::new_err(format!(
@@ -68,9 +69,11 @@ impl Worker {
             )));
         }
         if let Some(r) = &slot.running
-            && !r.process.is_alive()
+            && (!r.process.is_alive() || r.process.call_lane().refusal().is_some())
         {
-            slot.running = None;
+            // Dead, or ended for refused input (see `fail`): gone before its successor starts.
+            let old = slot.running.take().expect("just seen");
+            py.detach(|| old.process.wait_exit(Duration::from_secs(2)));
         }
         if slot.running.is_none() {
             let generation = slot.generation + 1;
@@ -89,8 +92,10 @@ impl Worker {
     }
 
     /// Turns a broken lane into the right exception, and forgets the process so that the next
-    /// call starts a new generation.
-    fn fail(
+    /// call starts a new generation: [`errors::WorkerDied`] for a worker that died,
+    /// `ProtocolError` for one that sent input the host refused (its lane's guard has killed
+    /// it already) or that broke its lane while alive (killed here).
+    pub(crate) fn fail(
         &self,
         py: Python<'_>,
         process: &Arc<WorkerProcess>,
@@ -107,6 +112,14 @@ impl Worker {
                 slot.running = None;
             }
         }
+        if let Some(refused) = process.call_lane().refusal() {
+            py.detach(|| process.wait_exit(Duration::from_secs(2)));
+            return errors::ProtocolError::new_err(format!(
+                "worker '{}': {refused}; the worker was ended (the next call starts a new \
+                 generation)",
+                self.spec.name
+            ));
+        }
         let exited = py.detach(|| process.wait_exit(Duration::from_millis(100)));
         if exited.is_some() {
             let during = format!("a call to '{target}'");
@@ -115,6 +128,23 @@ impl Worker {
         // Alive but speaking garbage: it cannot be trusted with another call.
         process.kill();
         errors::lane(&self.spec.name, &e)
+    }
+
+    /// The error of a control-lane request (ping, heartbeat, model command); a refusal ends
+    /// the worker as one on the call lane does.
+    fn control_failed(&self, py: Python<'_>, p: &Arc<WorkerProcess>, e: LaneError) -> PyErr {
+        match p.call_lane().refusal() {
+            Some(_) => self.fail(py, p, "", e),
+            None => errors::lane(&self.spec.name, &e),
+        }
+    }
+
+    /// A decoded report: a value the worker forged ends it like any refusal.
+    fn refused_or<T>(&self, py: Python<'_>, p: &Arc<WorkerProcess>, r: PyResult<T>) -> PyResult<T> {
+        r.map_err(|e| match p.call_lane().refusal() {
+            Some(_) => self.fail(py, p, "", LaneError::Closed),
+            None => e,
+        })
     }
 }
 
@@ -207,8 +237,6 @@ impl Worker {
         interrupted: Option<&Bound<'py, PyAny>>,
         deadline: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let _serial = slot_lock(py, &self.calls);
-        self.interrupt_requested.store(false, Ordering::Release);
         let deadline = deadline
             .map(|d| {
                 Duration::try_from_secs_f64(d).map_err(|_| {
@@ -218,124 +246,7 @@ impl Worker {
                 })
             })
             .transpose()?;
-        let (process, lane) = self.running(py)?;
-        let mut enc = Encoder::new(&lane);
-        let encoded = enc.encode(args.as_any()).and_then(|a| {
-            let k = match kwargs {
-                Some(k) => enc.encode(k.as_any())?,
-                None => Value::Dict(Vec::new()),
-            };
-            Ok((a, k))
-        });
-        let (a, k) = match encoded {
-            Ok(v) => v,
-            Err(e) => {
-                enc.abandon();
-                return Err(e);
-            }
-        };
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let msg = Message::Call {
-            id,
-            target: target.to_owned(),
-            args: a,
-            kwargs: k,
-        };
-        let call_lane = process.call_lane().clone();
-        if let Err(e) = py.detach(|| call_lane.send(&msg)) {
-            return Err(self.fail(py, &process, target, e));
-        }
-        let mut watch = CallWatch::new(
-            id,
-            interrupted,
-            deadline,
-            &self.interrupt_requested,
-            self.policy,
-        );
-        // The first exception raised by an event handler (e.g. ComfyUI's progress hook on an
-        // interrupt) is raised once the reply is in: the lane stays in step either way.
-        let mut deferred: Option<PyErr> = None;
-        let reply = loop {
-            // Bookkeeping frames (releases, segments) are absorbed by the lane; what comes
-            // out is the answer or an event, and only one call is in flight.
-            let got = py.detach(|| call_lane.recv_within(TICK));
-            match got {
-                Err(LaneError::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
-                    watch.tick(py, &process);
-                    continue;
-                }
-                Ok(Some(Message::Event {
-                    id: eid,
-                    topic,
-                    payload,
-                })) => {
-                    if eid != id {
-                        continue; // a straggler of an earlier call: nobody is listening
-                    }
-                    if topic.ends_with('?') {
-                        // A question (e.g. admission before a load): the worker's node waits
-                        // for the answer on this lane.
-                        let answer = self.answer(py, &lane, &topic, payload);
-                        let msg = Message::Event {
-                            id,
-                            topic,
-                            payload: answer,
-                        };
-                        if let Err(e) = py.detach(|| call_lane.send(&msg)) {
-                            return Err(self.fail(py, &process, target, e));
-                        }
-                        continue;
-                    }
-                    let handled = decode(py, &lane, payload).and_then(|p| match &self.on_event {
-                        Some(h) => h.bind(py).call1((topic, p)).map(drop),
-                        None => Ok(()),
-                    });
-                    if let Err(e) = handled
-                        && deferred.is_none()
-                    {
-                        // The host will raise this; the worker need not finish the call.
-                        watch.stop(&process, Cause::Interrupted);
-                        deferred = Some(e);
-                    }
-                }
-                Ok(Some(m @ (Message::Reply { .. } | Message::Error { .. }))) => break m,
-                Ok(Some(other)) => {
-                    let e = LaneError::Protocol(format!(
-                        "unexpected {} on the call lane",
-                        other.kind()
-                    ));
-                    return Err(self.fail(py, &process, target, e));
-                }
-                Ok(None) => {
-                    let err = self.fail(py, &process, target, LaneError::Closed);
-                    return Err(stopped(py, &watch, &self.spec.name, target, err));
-                }
-                Err(e) => {
-                    let err = self.fail(py, &process, target, e);
-                    return Err(stopped(py, &watch, &self.spec.name, target, err));
-                }
-            }
-        };
-        watch.finish(&process);
-        if let Some(e) = deferred {
-            if let Message::Reply { value, .. } = reply {
-                drop(decode(py, &lane, value)); // its regions are released
-            }
-            return Err(e);
-        }
-        match reply {
-            Message::Reply { id: rid, value } if rid == id => decode(py, &lane, value),
-            Message::Error { id: rid, error } if rid == id => {
-                let err = remote_error(py, &lane, &self.spec.name, error);
-                Err(stopped(py, &watch, &self.spec.name, target, err))
-            }
-            _ => Err(self.fail(
-                py,
-                &process,
-                target,
-                LaneError::Protocol("reply for another call".into()),
-            )),
-        }
+        self.run_call(py, target, args, kwargs, interrupted, deadline)
     }
 
     /// Pid of the current process (a new one after a respawn).
@@ -352,7 +263,7 @@ impl Worker {
     }
 
     #[getter]
-    fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.spec.name
     }
 
@@ -398,7 +309,7 @@ impl Worker {
         };
         py.detach(|| p.ping(Duration::from_secs_f64(timeout)))
             .map(|d| d.as_secs_f64())
-            .map_err(|e| errors::lane(&self.spec.name, &e))
+            .map_err(|e| self.control_failed(py, &p, e))
     }
 
     /// The worker's latest memory report (decoded), from its control thread; None when no
@@ -416,8 +327,9 @@ impl Worker {
         };
         let report = py
             .detach(|| p.heartbeat(Duration::from_secs_f64(timeout)))
-            .map_err(|e| errors::lane(&self.spec.name, &e))?;
-        decode(py, lane.bind(py), report).map(Some)
+            .map_err(|e| self.control_failed(py, &p, e))?;
+        let report = decode(py, lane.bind(py), report);
+        self.refused_or(py, &p, report).map(Some)
     }
 
     /// Runs a model command in the worker of `generation`: `op` is "unload",
@@ -472,12 +384,14 @@ impl Worker {
             .detach(|| p.model_command(model, op, Duration::from_secs_f64(timeout)))
             .map_err(|e| {
                 // A worker that died under the command says so, with its status.
+                let refused = p.call_lane().refusal().is_some();
                 match py.detach(|| p.wait_exit(Duration::from_millis(100))) {
-                    Some(_) => errors::died(&py.detach(|| p.died("a model command"))),
-                    None => errors::lane(&self.spec.name, &e),
+                    Some(_) if !refused => errors::died(&py.detach(|| p.died("a model command"))),
+                    _ => self.control_failed(py, &p, e),
                 }
             })?;
-        let report = decode(py, lane.bind(py), report)?;
+        let report = decode(py, lane.bind(py), report);
+        let report = self.refused_or(py, &p, report)?;
         Ok(match outcome {
             ModelOutcome::Done { bytes } => (bytes, None, report),
             ModelOutcome::Refused { reason } => (0, Some(reason), report),
@@ -491,11 +405,13 @@ impl Worker {
         self.interrupt_requested.store(true, Ordering::Release);
     }
 
-    /// SIGKILL the current process (for tests of crash handling).
+    /// SIGKILL the current process and wait (at most 2 s) until it is gone; the next call
+    /// starts a new generation. A call running meanwhile fails with `WorkerDied`.
     fn kill(&self, py: Python<'_>) {
-        let slot = slot_lock(py, &self.slot);
-        if let Some(r) = &slot.running {
+        let running = slot_lock(py, &self.slot).running.take();
+        if let Some(r) = running {
             r.process.kill();
+            py.detach(|| r.process.wait_exit(Duration::from_secs(2)));
         }
     }
 
@@ -511,74 +427,4 @@ impl Worker {
         let status = py.detach(|| r.process.shutdown(Duration::from_secs_f64(grace)));
         Some(status.to_string())
     }
-}
-
-impl Worker {
-    /// `on_event(topic, payload)`'s return value, encoded for the worker; if it raises, a
-    /// `{"error": message}` the worker raises on its side.
-    fn answer(&self, py: Python<'_>, lane: &Bound<'_, Lane>, topic: &str, payload: Value) -> Value {
-        let answered = decode(py, lane, payload).and_then(|p| match &self.on_event {
-            Some(h) => h.bind(py).call1((topic, p)),
-            None => Err(AirlockError::new_err(format!(
-                "nobody in the host answers '{topic}'"
-            ))),
-        });
-        let encoded = answered.and_then(|a| {
-            let mut enc = Encoder::new(lane);
-            enc.encode(&a).inspect_err(|_| enc.abandon())
-        });
-        encoded.unwrap_or_else(|e| {
-            Value::Dict(vec![(
-                Value::Str("error".into()),
-                Value::Str(format!("the host could not answer '{topic}': {e}")),
-            )])
-        })
-    }
-}
-
-/// The error for a call that ended after it was asked to stop: [`errors::CallInterrupted`] or
-/// [`errors::DeadlineExceeded`], saying what it took, with the worker's own error as cause.
-fn stopped(py: Python<'_>, watch: &CallWatch<'_>, worker: &str, target: &str, err: PyErr) -> PyErr {
-    let Some(cause) = watch.cause() else {
-        return err;
-    };
-    let new = match cause {
-        Cause::Interrupted => errors::CallInterrupted::new_err(format!(
-            "worker '{worker}': the call to '{target}' was interrupted; {}",
-            watch.how()
-        )),
-        Cause::Deadline(d) => errors::DeadlineExceeded::new_err(format!(
-            "worker '{worker}': the call to '{target}' did not finish within its deadline of \
-             {:.1} s (call-deadline in the pack's airlock.toml); {}",
-            d.as_secs_f64(),
-            watch.how()
-        )),
-    };
-    new.set_cause(py, Some(err));
-    let _ = new.value(py).setattr("escalation", watch.last_step());
-    new
-}
-
-fn remote_error<'py>(
-    py: Python<'py>,
-    lane: &Bound<'py, Lane>,
-    worker: &str,
-    e: RemoteException,
-) -> PyErr {
-    let build = || -> PyResult<PyErr> {
-        let h = hooks(py)?;
-        let args = decode(py, lane, e.args)?
-            .cast_into::<PyTuple>()
-            .unwrap_or_else(|_| PyTuple::empty(py));
-        let exc = h.make_exception.bind(py).call1((
-            worker,
-            &e.module,
-            &e.qualname,
-            &e.message,
-            args,
-            &e.traceback,
-        ))?;
-        Ok(PyErr::from_value(exc))
-    };
-    build().unwrap_or_else(|err| err)
 }

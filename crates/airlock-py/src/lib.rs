@@ -2,6 +2,7 @@
 //! lives in the `airlock-*` crates.
 
 mod arbiter;
+mod call;
 mod call_watch;
 mod cli;
 mod convert;
@@ -22,7 +23,7 @@ mod _native {
     #[pymodule_export]
     use crate::errors::{
         AirlockError, CallInterrupted, DeadlineExceeded, HandshakeError, ProtocolError,
-        RemoteError, SpawnError, WorkerDied,
+        RemoteError, SpawnError, ValueTooLarge, WorkerDied,
     };
     #[pymodule_export]
     use crate::hooks::install_hooks;
@@ -31,7 +32,7 @@ mod _native {
     #[pymodule_export]
     use crate::lane::{Lane, rejections};
     #[pymodule_export]
-    use crate::worker::{WorkerLink, connect};
+    use crate::worker::{WorkerLink, connect, forbid_same_user_access};
 
     #[pymodule_export]
     const PROTOCOL_VERSION: u32 = airlock_wire::PROTOCOL_VERSION;

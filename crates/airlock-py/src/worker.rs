@@ -29,6 +29,15 @@ unsafe extern "C" {
     fn libc_exit(code: i32) -> !;
 }
 
+/// Makes this worker non-dumpable: a sibling of the same user can no longer take its
+/// descriptors (`pidfd_getfd`), `ptrace` it or read its `/proc` entries. Called first thing by
+/// `python -m comfy_airlock.worker`, and again by :func:`connect`.
+#[pyfunction]
+pub fn forbid_same_user_access() -> PyResult<()> {
+    airlock_supervisor::forbid_same_user_access()
+        .map_err(|e| HandshakeError::new_err(format!("cannot make the worker non-dumpable: {e}")))
+}
+
 /// Connects to the host that spawned this process.
 #[pyfunction]
 #[pyo3(signature = (socket, token_hex, python, torch=None, numpy=None))]
@@ -121,6 +130,12 @@ impl WorkerLink {
         self.signal
             .as_ref()
             .is_some_and(|s| s.take(self.current.load(Ordering::Acquire)))
+    }
+
+    /// The id of the call running now; 0 between calls.
+    #[getter]
+    fn call_id(&self) -> u64 {
+        self.current.load(Ordering::Acquire)
     }
 
     /// Whether a call is running now.

@@ -10,9 +10,10 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags,
 };
 
-/// Most fds accepted with one `recvmsg`. The sender attaches at most one per frame; the kernel
-/// never merges two fd-carrying writes into one read, so this is ample.
-const MAX_FDS_PER_READ: usize = 8;
+/// Most fds accepted with one `recvmsg`; a sender attaches at most this many to one write (the
+/// kernel never merges two fd-carrying writes into one read). More in one write is refused
+/// with an error of kind `InvalidData`.
+pub const MAX_FDS_PER_READ: usize = 8;
 
 /// Writes all of `bytes`, attaching `fds` to the first byte. Blocks until written.
 pub fn send_with_fds(
@@ -22,19 +23,39 @@ pub fn send_with_fds(
 ) -> std::io::Result<()> {
     let mut sent = 0;
     if !fds.is_empty() {
-        let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
-        let mut cmsg = SendAncillaryBuffer::new(&mut space);
-        if !cmsg.push(SendAncillaryMessage::ScmRights(fds)) {
-            return Err(std::io::Error::other("too many fds for one message"));
-        }
-        sent = retry(|| {
-            rustix::net::sendmsg(sock, &[IoSlice::new(bytes)], &mut cmsg, SendFlags::NOSIGNAL)
-        })?;
+        sent = send_some(sock, bytes, fds, SendFlags::NOSIGNAL)?;
     }
     while sent < bytes.len() {
         sent += retry(|| rustix::net::send(sock, &bytes[sent..], SendFlags::NOSIGNAL))?;
     }
     Ok(())
+}
+
+/// One write that never blocks: as much of `bytes` as the socket takes now, with `fds` on the
+/// first byte. Returns how many bytes went; an error of kind `WouldBlock` when none could.
+pub fn try_send_with_fds(
+    sock: BorrowedFd<'_>,
+    bytes: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> std::io::Result<usize> {
+    send_some(sock, bytes, fds, SendFlags::NOSIGNAL | SendFlags::DONTWAIT)
+}
+
+fn send_some(
+    sock: BorrowedFd<'_>,
+    bytes: &[u8],
+    fds: &[BorrowedFd<'_>],
+    flags: SendFlags,
+) -> std::io::Result<usize> {
+    if fds.is_empty() {
+        return retry(|| rustix::net::send(sock, bytes, flags));
+    }
+    let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
+    let mut cmsg = SendAncillaryBuffer::new(&mut space);
+    if !cmsg.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(std::io::Error::other("too many fds for one message"));
+    }
+    retry(|| rustix::net::sendmsg(sock, &[IoSlice::new(bytes)], &mut cmsg, flags))
 }
 
 /// Reads what is available (at least one byte, blocking) into `buf`, appending any received fds
@@ -60,8 +81,9 @@ pub fn recv_with_fds(
         }
     }
     if msg.flags.contains(ReturnFlags::CTRUNC) {
-        return Err(std::io::Error::other(
-            "peer sent more file descriptors than allowed",
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("peer sent more than {MAX_FDS_PER_READ} file descriptors in one write"),
         ));
     }
     Ok(msg.bytes)

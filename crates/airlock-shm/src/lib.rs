@@ -14,9 +14,11 @@ mod fdpass;
 mod mapping;
 mod pool;
 mod segment;
+mod settings;
 
 pub use error::ShmError;
-pub use fdpass::{borrow_all, recv_with_fds, send_with_fds};
+pub use fdpass::{MAX_FDS_PER_READ, borrow_all, recv_with_fds, send_with_fds, try_send_with_fds};
 pub use mapping::copy_nonoverlapping;
-pub use pool::{Alloc, LIMIT_ENV, Lease, Pool, PoolConfig, PoolStats, Released};
-pub use segment::Segment;
+pub use pool::{Alloc, Lease, Pool, PoolConfig, PoolStats, Released};
+pub use segment::{Segment, read_at};
+pub use settings::{LIMIT_ENV, PEER_MAP_ENV, PEER_SEGMENTS_ENV, PeerLimits};

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::error::ShmError;
 use crate::segment::Segment;
+use crate::settings::{PeerLimits, pool_limit_from_env};
 
 /// Sizing of a pool.
 #[derive(Debug, Clone)]
@@ -20,32 +21,24 @@ pub struct PoolConfig {
     pub keep_idle: u64,
     /// Most bytes the pool may hold in segments at once.
     pub limit: u64,
-}
-
-/// The environment variable that caps each side's pool, in MiB (default 64 GiB): for hosts
-/// and containers with less memory to lend, and for tests that fill the pool. Read when a pool
-/// is configured (a worker spawn, a worker's connect); a value that is not a positive integer
-/// is ignored.
-pub const LIMIT_ENV: &str = "AIRLOCK_SHM_LIMIT_MIB";
-
-const DEFAULT_LIMIT: u64 = 64 << 30;
-
-fn limit_from_env() -> u64 {
-    std::env::var(LIMIT_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|&mib| mib > 0)
-        .and_then(|mib| mib.checked_mul(1 << 20))
-        .unwrap_or(DEFAULT_LIMIT)
+    /// Most segments the pool may hold at once.
+    pub max_segments: usize,
+    /// What this side accepts of the peer's segments (checked by the lane, not the pool).
+    pub peer: PeerLimits,
 }
 
 impl Default for PoolConfig {
+    /// The limits of the environment (`crate::settings`). Our own pool keeps within what we
+    /// accept of the peer, since the peer reads the same settings and holds us to them.
     fn default() -> Self {
+        let peer = PeerLimits::from_env();
         PoolConfig {
             name: "airlock".into(),
             min_segment: 32 << 20,
             keep_idle: 2 << 30,
-            limit: limit_from_env(),
+            limit: pool_limit_from_env().min(peer.bytes),
+            max_segments: peer.segments,
+            peer,
         }
     }
 }
@@ -207,6 +200,16 @@ impl Pool {
                     len,
                     limit: self.config.limit,
                     in_use: total,
+                    pool: self.config.name.clone(),
+                });
+            }
+        }
+        if self.slots.len() >= self.config.max_segments {
+            self.retire_idle(0);
+            if self.slots.len() >= self.config.max_segments {
+                return Err(ShmError::SegmentLimit {
+                    len,
+                    limit: self.config.max_segments,
                     pool: self.config.name.clone(),
                 });
             }
@@ -378,123 +381,5 @@ impl Pool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pool() -> Pool {
-        Pool::new(PoolConfig {
-            name: "airlock-test".into(),
-            min_segment: 4 << 20,
-            keep_idle: 8 << 20,
-            limit: 64 << 20,
-        })
-    }
-
-    #[test]
-    fn a_region_is_reused_only_after_release() {
-        let mut p = pool();
-        let a = p.alloc(1 << 20).unwrap();
-        assert_eq!(a.created, Some(0));
-        let b = p.alloc(1 << 20).unwrap();
-        assert_eq!(b.created, None, "second lease fits the first segment");
-        assert_ne!(a.lease.offset, b.lease.offset);
-        assert_eq!(
-            p.release(a.lease.segment, a.lease.offset).unwrap(),
-            Released::Freed
-        );
-        let c = p.alloc(1 << 20).unwrap();
-        assert_eq!(c.lease, a.lease, "the freed region is reused");
-    }
-
-    #[test]
-    fn extra_holds_delay_the_free() {
-        let mut p = pool();
-        let a = p.alloc(100).unwrap().lease;
-        p.acquire(a.segment, a.offset).unwrap();
-        assert_eq!(p.release(a.segment, a.offset).unwrap(), Released::StillHeld);
-        assert_eq!(p.release(a.segment, a.offset).unwrap(), Released::Freed);
-        assert!(matches!(
-            p.release(a.segment, a.offset),
-            Err(ShmError::UnknownRegion { .. })
-        ));
-    }
-
-    #[test]
-    fn forged_release_is_refused() {
-        let mut p = pool();
-        let a = p.alloc(100).unwrap().lease;
-        assert!(p.release(a.segment, a.offset + 64).is_err());
-        assert!(p.release(a.segment + 7, 0).is_err());
-        assert_eq!(p.stats().leased_regions, 1);
-    }
-
-    #[test]
-    fn idle_segments_beyond_keep_are_retired() {
-        let mut p = pool();
-        let big = p.alloc(16 << 20).unwrap().lease;
-        p.release(big.segment, big.offset).unwrap();
-        assert_eq!(p.take_retired(), vec![big.segment]);
-        assert_eq!(p.stats().segments, 0);
-    }
-
-    #[test]
-    fn writes_land_in_the_segment_and_only_in_leased_regions() {
-        let mut p = pool();
-        let a = p.alloc(8).unwrap().lease;
-        let src = [1u8, 2, 3, 4, 5, 6, 7, 8];
-        unsafe { p.write(a.segment, a.offset, src.as_ptr(), 8).unwrap() };
-        let ptr = p.region_ptr(a.segment, a.offset, 8).unwrap();
-        assert_eq!(unsafe { std::slice::from_raw_parts(ptr, 8) }, &src);
-        assert!(
-            p.region_ptr(a.segment, a.offset, 1 << 20).is_err(),
-            "past the lease"
-        );
-        assert!(
-            p.region_ptr(a.segment, a.offset + 64, 8).is_err(),
-            "not a lease"
-        );
-    }
-
-    #[test]
-    fn limit_is_enforced() {
-        let mut p = pool();
-        assert!(matches!(p.alloc(65 << 20), Err(ShmError::PoolLimit { .. })));
-    }
-
-    #[test]
-    fn release_all_frees_everything() {
-        let mut p = pool();
-        for _ in 0..5 {
-            p.alloc(300_000).unwrap();
-        }
-        p.release_all();
-        assert_eq!(p.stats().leased_regions, 0);
-        let again = p.alloc(4 << 20).unwrap();
-        assert_eq!(again.created, None, "coalesced back into one free range");
-    }
-
-    #[test]
-    fn release_all_keeps_leases_not_yet_sent_and_their_segment() {
-        // keep_idle 0: any idle segment would be retired (unmapped) at once.
-        let mut p = Pool::new(PoolConfig {
-            name: "airlock-test".into(),
-            min_segment: 4 << 20,
-            keep_idle: 0,
-            limit: 64 << 20,
-        });
-        let sent = p.alloc(100).unwrap().lease;
-        let filling = p.alloc(8 << 20).unwrap().lease;
-        p.release_all_except(&[(filling.segment, filling.offset)]);
-        assert_eq!(p.stats().leased_regions, 1);
-        assert!(
-            p.region_ptr(filling.segment, filling.offset, 8 << 20)
-                .is_ok()
-        );
-        assert!(
-            p.release(sent.segment, sent.offset).is_err(),
-            "already freed"
-        );
-        p.release(filling.segment, filling.offset).unwrap();
-        assert_eq!(p.stats().segments, 0, "idle at last, and retired");
-    }
-}
+#[path = "pool_tests.rs"]
+mod tests;

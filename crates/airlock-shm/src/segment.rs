@@ -82,6 +82,34 @@ impl Segment {
     }
 }
 
+/// Copies `dst.len()` bytes at `offset` of a segment of `len` bytes into `dst` with `pread`:
+/// no mapping, so a hole of a sparse segment reads as zeros without committing a page.
+pub fn read_at(fd: BorrowedFd<'_>, len: u64, offset: u64, dst: &mut [u8]) -> Result<(), ShmError> {
+    let end = offset.checked_add(dst.len() as u64);
+    if end.is_none_or(|e| e > len) {
+        return Err(ShmError::OutOfSegment {
+            offset,
+            len: dst.len() as u64,
+            segment_len: len,
+        });
+    }
+    let mut done = 0;
+    while done < dst.len() {
+        let n = match rustix::io::pread(fd, &mut dst[done..], offset + done as u64) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => r.map_err(std::io::Error::from)?,
+        };
+        if n == 0 {
+            return Err(ShmError::SizeMismatch {
+                announced: len,
+                actual: offset + done as u64,
+            });
+        }
+        done += n;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +125,19 @@ mod tests {
         );
         let adopted = Segment::adopt(dup, 1 << 20).unwrap();
         assert_eq!(adopted.len(), 1 << 20);
+    }
+
+    #[test]
+    fn read_at_reads_inside_the_segment_only() {
+        let seg = Segment::create("airlock-test", 8192).unwrap();
+        let mut buf = [7u8; 16];
+        read_at(seg.fd(), seg.len(), 8192 - 16, &mut buf).unwrap();
+        assert_eq!(buf, [0u8; 16]);
+        assert!(matches!(
+            read_at(seg.fd(), seg.len(), 8192 - 15, &mut buf),
+            Err(ShmError::OutOfSegment { .. })
+        ));
+        assert!(read_at(seg.fd(), seg.len(), u64::MAX, &mut buf).is_err());
     }
 
     #[test]

@@ -10,7 +10,8 @@ use airlock_wire::{Hello, Lane, Message, PROTOCOL_VERSION, Side, Token};
 
 use crate::control::ControlState;
 use crate::error::LaneError;
-use crate::lane::{CallLane, ControlLane, Framed, recv_one};
+use crate::framed::{Framed, recv_one};
+use crate::lane::{CallLane, ControlLane};
 
 /// What a worker reports about itself in its [`Hello`].
 #[derive(Debug, Clone)]
@@ -18,6 +19,17 @@ pub struct WorkerIdentity {
     pub python: String,
     pub torch: Option<String>,
     pub numpy: Option<String>,
+}
+
+/// Makes this process non-dumpable (`PR_SET_DUMPABLE` 0), so that another process of the same
+/// user (a sibling worker) can neither take this worker's descriptors with `pidfd_getfd` nor
+/// `ptrace` it, nor read its `/proc/<pid>/fd`, `environ`, `maps` or `mem`; only a process with
+/// `CAP_SYS_PTRACE` (root) still can. An exec resets it, so the worker sets it itself, first
+/// thing in its runtime and again here before its lanes exist. No core dumps are written.
+pub fn forbid_same_user_access() -> std::io::Result<()> {
+    Ok(rustix::process::set_dumpable_behavior(
+        rustix::process::DumpableBehavior::NotDumpable,
+    )?)
 }
 
 /// Connects both lanes to the host at `socket`, and starts the control-lane thread, which
@@ -33,6 +45,8 @@ pub fn connect(
     pool: PoolConfig,
     host_gone: fn(),
 ) -> Result<(Arc<CallLane>, Arc<ControlState>, String), LaneError> {
+    // Before the lanes exist: no sibling may ever take them.
+    forbid_same_user_access()?;
     let open = |lane: Lane| -> Result<Framed, LaneError> {
         let framed = Framed::new(UnixStream::connect(socket)?);
         framed.send_one(&Message::Hello(Hello {

@@ -19,6 +19,9 @@ pub enum LaneError {
     Shm(#[from] ShmError),
     #[error("the peer closed the connection")]
     Closed,
+    /// The connection refused the peer's input earlier (this says what) and takes no more.
+    #[error("closed after refusing the peer's input: {0}")]
+    Ended(String),
 }
 
 /// Why a worker could not be started.

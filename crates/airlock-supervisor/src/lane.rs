@@ -1,198 +1,18 @@
-//! The two lanes of a worker connection, usable from any thread.
-//!
-//! A lane belongs to the process that opened it. A child forked by a pack inherits the socket
-//! and a copy of the pool's bookkeeping; if it wrote a frame, or leased and filled a region of
-//! the shared segments, it would corrupt the parent's exchange (a second reply, bytes
-//! overwritten under the host). So every send, receive and lease checks the pid first, and a
-//! forked child gets an error instead (counted as a [`Rejection::ForkedChild`]).
+//! The two lanes of a worker connection, usable from any thread: calls and everything about
+//! tensors on one, heartbeats and commands on the other. Both are [`Framed`] sockets.
 
 use std::collections::VecDeque;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::net::UnixStream;
-use std::sync::Mutex;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use airlock_shm::{PoolConfig, PoolStats, borrow_all, recv_with_fds, send_with_fds};
-use airlock_wire::{FrameDecoder, Message, Region, Side, encode_frame};
+use airlock_shm::{PoolConfig, PoolStats};
+use airlock_wire::{Message, Region, Side};
 
 use crate::error::LaneError;
-use crate::rejections::{self, Rejection};
+use crate::framed::{Framed, is_timeout};
+use crate::guard::Guard;
 use crate::shm_state::ShmState;
-
-const READ_CHUNK: usize = 64 << 10;
-
-/// A framed Unix socket: one reader and one writer at a time, each behind its own lock.
-pub(crate) struct Framed {
-    sock: UnixStream,
-    reader: Mutex<Reader>,
-    writer: Mutex<Vec<u8>>,
-    /// The process that opened the connection; nobody else may use it.
-    owner: u32,
-    /// The socket's receive timeout as last set, so that a wait with the same timeout as the
-    /// last one costs no syscall.
-    timeout: Mutex<Option<Duration>>,
-}
-
-struct Reader {
-    decoder: FrameDecoder,
-    fds: VecDeque<OwnedFd>,
-    eof: bool,
-    /// A message taken out by [`Framed::absorb_ready`] that was not bookkeeping.
-    held: Option<Message>,
-}
-
-impl Framed {
-    pub fn new(sock: UnixStream) -> Self {
-        Framed {
-            sock,
-            reader: Mutex::new(Reader {
-                decoder: FrameDecoder::new(),
-                fds: VecDeque::new(),
-                eof: false,
-                held: None,
-            }),
-            writer: Mutex::new(Vec::with_capacity(4096)),
-            owner: std::process::id(),
-            timeout: Mutex::new(None),
-        }
-    }
-
-    /// Refuses use from a process that inherited the socket by fork.
-    fn check_owner(&self) -> Result<(), LaneError> {
-        let me = std::process::id();
-        if me == self.owner {
-            return Ok(());
-        }
-        rejections::count(Rejection::ForkedChild);
-        Err(LaneError::Protocol(format!(
-            "this connection belongs to pid {}; pid {me}, a child it forked, may not use it",
-            self.owner
-        )))
-    }
-
-    /// Writes `msgs` as consecutive frames; `fds` ride on the first byte.
-    pub fn send(&self, msgs: &[&Message], fds: &[OwnedFd]) -> Result<(), LaneError> {
-        self.check_owner()?;
-        let mut buf = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        buf.clear();
-        for m in msgs {
-            encode_frame(m, &mut buf)?;
-        }
-        send_with_fds(self.sock.as_fd(), &buf, &borrow_all(fds))?;
-        if buf.capacity() > 1 << 20 {
-            *buf = Vec::with_capacity(4096);
-        }
-        Ok(())
-    }
-
-    pub fn send_one(&self, msg: &Message) -> Result<(), LaneError> {
-        self.send(&[msg], &[])
-    }
-
-    /// Reads the next message, passing each one to `absorb` first; returns the first message
-    /// `absorb` hands back. `Ok(None)` at a clean end of stream.
-    pub fn recv(
-        &self,
-        absorb: impl FnMut(Message, &mut VecDeque<OwnedFd>) -> Result<Option<Message>, LaneError>,
-    ) -> Result<Option<Message>, LaneError> {
-        self.recv_within(absorb, None)
-    }
-
-    /// [`Framed::recv`] that gives up after `timeout` without a byte with an error of kind
-    /// `TimedOut`; a frame half read by then stays in the decoder for the next call. The wait
-    /// is the socket's own receive timeout: one `recvmsg` per read, no `poll`.
-    pub fn recv_within(
-        &self,
-        mut absorb: impl FnMut(Message, &mut VecDeque<OwnedFd>) -> Result<Option<Message>, LaneError>,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Message>, LaneError> {
-        self.check_owner()?;
-        self.set_read_timeout(timeout.map(|t| t.max(Duration::from_millis(1))))?;
-        let mut r = self.reader.lock().unwrap_or_else(|p| p.into_inner());
-        let r = &mut *r;
-        // Whatever the peer sent that we refuse is counted on the way out.
-        if let Some(msg) = r.held.take() {
-            return Ok(Some(msg));
-        }
-        let got = (|| loop {
-            if let Some(msg) = r.decoder.next_message()? {
-                if let Some(msg) = absorb(msg, &mut r.fds)? {
-                    return Ok(Some(msg));
-                }
-                continue;
-            }
-            if r.eof {
-                r.decoder.finish()?;
-                return Ok(None);
-            }
-            match self.fill(r) {
-                Err(LaneError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    return Err(LaneError::Io(std::io::ErrorKind::TimedOut.into()));
-                }
-                other => other?,
-            }
-        })();
-        if let Err(e) = &got {
-            rejections::count_lane(e);
-        }
-        got
-    }
-
-    /// Applies the bookkeeping frames already buffered (releases that came right behind a
-    /// reply), without reading the socket; the first other message is kept for the next
-    /// `recv`. Skipped when another thread is reading.
-    pub fn absorb_ready(
-        &self,
-        mut absorb: impl FnMut(Message, &mut VecDeque<OwnedFd>) -> Result<Option<Message>, LaneError>,
-    ) -> Result<(), LaneError> {
-        let Ok(mut r) = self.reader.try_lock() else {
-            return Ok(());
-        };
-        let r = &mut *r;
-        while r.held.is_none() {
-            let Some(msg) = r.decoder.next_message()? else {
-                break;
-            };
-            r.held = absorb(msg, &mut r.fds)?;
-        }
-        Ok(())
-    }
-
-    /// One read from the socket into the decoder.
-    fn fill(&self, r: &mut Reader) -> Result<(), LaneError> {
-        let spare = r.decoder.spare(READ_CHUNK);
-        let spare_len = spare.len();
-        let mut fds = Vec::new();
-        let n = match recv_with_fds(self.sock.as_fd(), spare, &mut fds) {
-            Ok(n) => n,
-            // Our own shutdown after the peer died looks like a reset; either way, the end.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => 0,
-            Err(e) => return Err(e.into()),
-        };
-        r.decoder.commit(n, spare_len);
-        r.fds.extend(fds);
-        if r.fds.len() > 64 {
-            return Err(LaneError::Protocol("too many unclaimed fds".into()));
-        }
-        if n == 0 {
-            r.eof = true;
-        }
-        Ok(())
-    }
-
-    pub fn shutdown(&self) {
-        let _ = self.sock.shutdown(std::net::Shutdown::Both);
-    }
-
-    pub fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
-        let mut current = self.timeout.lock().unwrap_or_else(|p| p.into_inner());
-        if *current != t {
-            self.sock.set_read_timeout(t)?;
-            *current = t;
-        }
-        Ok(())
-    }
-}
 
 /// Counters for leak checks and status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -215,49 +35,112 @@ impl CallLane {
         }
     }
 
+    pub(crate) fn arm(&self, guard: Arc<Guard>) {
+        self.framed.arm(guard, "call")
+    }
+
     fn shm(&self) -> std::sync::MutexGuard<'_, ShmState> {
         self.shm.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Sends `msg`, preceded by whatever is owed to the peer.
+    /// Sends `msg`, preceded by whatever is owed to the peer, waiting as long as it takes.
     pub fn send(&self, msg: &Message) -> Result<(), LaneError> {
+        self.send_within(msg, None)
+    }
+
+    /// [`CallLane::send`] that returns `TimedOut` after `timeout` with the rest of the frame
+    /// queued: [`CallLane::flush_within`] carries on (see [`Framed::send_within`]).
+    pub fn send_within(&self, msg: &Message, timeout: Option<Duration>) -> Result<(), LaneError> {
         let (owed, trailing) = {
             let mut shm = self.shm();
             let trailing = shm.take_deferred();
             if !shm.has_owed() && trailing.is_none() {
                 drop(shm);
-                self.framed.send(&[msg], &[])?;
-                self.shm().mark_sent();
-                return Ok(());
+                return self.sent(self.framed.send_within(&[msg], Vec::new(), timeout));
             }
             (shm.take_owed()?, trailing)
         };
         let mut msgs: Vec<&Message> = owed.frames.iter().collect();
         msgs.push(msg);
         msgs.extend(trailing.as_ref());
-        self.framed.send(&msgs, &owed.fds)?;
-        self.shm().mark_sent();
-        Ok(())
+        self.sent(self.framed.send_within(&msgs, owed.fds, timeout))
+    }
+
+    /// After a send: once its frames are queued (sent, or timed out with the rest queued),
+    /// every lease before them is the peer's to release.
+    fn sent(&self, r: Result<(), LaneError>) -> Result<(), LaneError> {
+        if r.as_ref().is_ok() || r.as_ref().is_err_and(is_timeout) {
+            self.shm().mark_sent();
+        }
+        r
+    }
+
+    /// Carries on with a send that timed out, for at most `timeout`.
+    pub fn flush_within(&self, timeout: Duration) -> Result<(), LaneError> {
+        self.framed.flush_within(timeout)
+    }
+
+    /// Applies a bookkeeping frame. Whatever the peer's segments and releases fail on is the
+    /// peer's doing (a regular file or an unsealed memfd for a segment, a forged release).
+    fn absorb(
+        &self,
+        m: Message,
+        fds: &mut VecDeque<OwnedFd>,
+    ) -> Result<Option<Message>, LaneError> {
+        self.shm().absorb(m, fds).map_err(|e| match e {
+            LaneError::Shm(e) => LaneError::Protocol(format!("refused shared memory: {e}")),
+            e => e,
+        })
     }
 
     /// The next call, reply or error from the peer; bookkeeping frames are applied on the way.
     pub fn recv(&self) -> Result<Option<Message>, LaneError> {
-        self.framed.recv(|m, fds| self.shm().absorb(m, fds))
+        self.framed.recv(|m, fds| self.absorb(m, fds))
     }
 
     /// [`CallLane::recv`] that gives up after `timeout` without a byte, with an error of kind
     /// `TimedOut`. Waiting with the same timeout as the last time costs no extra syscall.
     pub fn recv_within(&self, timeout: Duration) -> Result<Option<Message>, LaneError> {
         self.framed
-            .recv_within(|m, fds| self.shm().absorb(m, fds), Some(timeout))
+            .recv_within(|m, fds| self.absorb(m, fds), Some(timeout))
+    }
+
+    /// Counts `e` if it refuses the peer's input and, in the host, ends the worker (see
+    /// [`Guard`]); returns `e`. For refusals found above the lane: a message the call protocol
+    /// forbids, a value referring to shared memory the peer does not have.
+    pub fn refuse(&self, e: LaneError) -> LaneError {
+        self.framed.refuse(e)
+    }
+
+    /// What this connection (either of its lanes) refused first, in the host.
+    pub fn refusal(&self) -> Option<String> {
+        self.framed.refusal()
+    }
+
+    /// Checks that a peer region lies inside a segment the peer announced.
+    pub fn check_peer_region(&self, r: Region) -> Result<(), LaneError> {
+        let shm = self.shm();
+        let len = (r.side == shm.peer_side())
+            .then(|| shm.peer_len(r.segment))
+            .flatten();
+        match len {
+            Some(len) if r.offset.checked_add(r.len).is_some_and(|end| end <= len) => Ok(()),
+            Some(len) => Err(LaneError::Protocol(format!(
+                "region at offset {} of {} bytes lies outside segment {} ({len} bytes)",
+                r.offset, r.len, r.segment
+            ))),
+            None => Err(LaneError::Protocol(format!(
+                "a region of {:?} segment {}, which was never announced",
+                r.side, r.segment
+            ))),
+        }
     }
 
     /// Leases `len` bytes of our pool for a value about to be sent.
     pub fn alloc(&self, len: u64) -> Result<Region, LaneError> {
         self.framed.check_owner()?;
         // Releases that arrived behind the last reply may free the very region we want.
-        self.framed
-            .absorb_ready(|m, fds| self.shm().absorb(m, fds))?;
+        self.framed.absorb_ready(|m, fds| self.absorb(m, fds))?;
         self.shm().alloc(len)
     }
 
@@ -336,27 +219,49 @@ impl ControlLane {
         ControlLane { framed }
     }
 
+    pub(crate) fn arm(&self, guard: Arc<Guard>) {
+        self.framed.arm(guard, "control")
+    }
+
     pub fn send(&self, msg: &Message) -> Result<(), LaneError> {
-        self.framed.send(&[msg], &[])
+        self.framed.send(&[msg], Vec::new())
+    }
+
+    /// [`ControlLane::send`] bounded by `timeout` (see [`Framed::send_within`]).
+    pub fn send_within(&self, msg: &Message, timeout: Duration) -> Result<(), LaneError> {
+        self.framed.send_within(&[msg], Vec::new(), Some(timeout))
     }
 
     pub fn recv(&self) -> Result<Option<Message>, LaneError> {
         self.framed.recv(|m, _| Ok(Some(m)))
     }
 
-    /// [`ControlLane::recv`] that gives up after `t` with an error of kind `TimedOut`.
+    /// The host's read: the next answer (pong, report, model outcome), giving up after `t`
+    /// with an error of kind `TimedOut`. Anything else from a worker is refused, and so is any
+    /// fd (nothing on this lane carries one).
     pub fn recv_timeout(&self, t: Duration) -> Result<Option<Message>, LaneError> {
-        self.framed.recv_within(|m, _| Ok(Some(m)), Some(t))
+        let answer = |m: Message, fds: &mut VecDeque<OwnedFd>| match m {
+            _ if !fds.is_empty() => Err(LaneError::Protocol(format!(
+                "{} fd(s) on the control lane, which carries none",
+                fds.len()
+            ))),
+            Message::Pong { .. } | Message::Report { .. } | Message::ModelDone { .. } => {
+                Ok(Some(m))
+            }
+            other => Err(LaneError::Protocol(format!(
+                "unexpected {} on the control lane",
+                other.kind()
+            ))),
+        };
+        self.framed.recv_within(answer, Some(t))
+    }
+
+    /// See [`CallLane::refuse`].
+    pub fn refuse(&self, e: LaneError) -> LaneError {
+        self.framed.refuse(e)
     }
 
     pub fn shutdown(&self) {
         self.framed.shutdown()
     }
-}
-
-/// Reads the first frame of a fresh connection, waiting at most `timeout` (None: for ever).
-pub(crate) fn recv_one(framed: &Framed, timeout: Option<Duration>) -> Result<Message, LaneError> {
-    framed
-        .recv_within(|m, _| Ok(Some(m)), timeout)?
-        .ok_or(LaneError::Closed)
 }

@@ -12,13 +12,18 @@
 //! exits, shuts our ends of its sockets, so a caller blocked on a reply wakes at once with an
 //! error that names the worker, its exit status and the last lines of its stderr.
 
+mod accept;
 mod connect;
 mod control;
 mod error;
 mod escalation;
+mod exec;
 mod exit;
+mod framed;
+mod guard;
 mod lane;
 mod liveness;
+mod outbox;
 mod output;
 mod private_tmp;
 mod process;
@@ -27,7 +32,9 @@ mod shm_state;
 mod signal_page;
 mod spawn;
 
-pub use connect::{WorkerIdentity, abandon_handshake, connect, kill_forked_children};
+pub use connect::{
+    WorkerIdentity, abandon_handshake, connect, forbid_same_user_access, kill_forked_children,
+};
 pub use control::{ControlState, ModelHandler};
 pub use error::{LaneError, SpawnError, WorkerDied};
 pub use escalation::{Escalation, InterruptPolicy, Step};

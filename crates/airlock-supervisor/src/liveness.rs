@@ -58,6 +58,14 @@ impl Heard {
             .elapsed()
     }
 
+    /// Records why the supervisor ends this worker; the first reason stays.
+    pub fn set_verdict(&self, why: String) {
+        self.verdict
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(why);
+    }
+
     pub fn verdict(&self) -> Option<String> {
         self.verdict
             .lock()
@@ -92,8 +100,15 @@ fn run(w: &Watched, cfg: Liveness) {
         match w.requests.try_lock() {
             Ok(mut seq) => {
                 *seq += 1;
-                if w.control.send(&Message::Ping { seq: *seq }).is_err() {
-                    return; // the lane is gone: the reaper reports the exit
+                // A worker that stops reading its control lane fills it: the ping waits at
+                // most an interval, and the silence counts against the grace as any other.
+                match w
+                    .control
+                    .send_within(&Message::Ping { seq: *seq }, cfg.interval)
+                {
+                    Ok(()) => {}
+                    Err(e) if crate::framed::is_timeout(&e) => {}
+                    Err(_) => return, // the lane is gone: the reaper reports the exit
                 }
                 // Any frame proves the control thread is alive; answers to requests that timed
                 // out earlier are as good as this pong.

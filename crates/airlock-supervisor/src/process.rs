@@ -1,19 +1,19 @@
 //! One running worker: spawn, handshake, reaping, and shutdown.
 
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use airlock_wire::{Hello, Lane, Message, ModelOp, ModelOutcome, Side, Token, Value};
-use rustix::event::{PollFd, PollFlags};
+use airlock_wire::{Hello, Message, ModelOp, ModelOutcome, Side, Token, Value};
 use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
 
+use crate::accept::{Accept, accept_lanes};
 use crate::error::{LaneError, SpawnError, WorkerDied};
+use crate::exec;
 use crate::exit::ExitDescription;
-use crate::lane::{CallLane, ControlLane, Framed, recv_one};
+use crate::guard::Guard;
+use crate::lane::{CallLane, ControlLane};
 use crate::liveness::{Heard, Watched, watch};
 use crate::output::{OutputSink, Stream, Tail, forward};
 use crate::private_tmp::PrivateTmp;
@@ -75,70 +75,58 @@ impl WorkerProcess {
         let (log_r, log_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| SpawnError::SocketDir(e.into()))?;
         let signal = SignalPage::create().map_err(SpawnError::SocketDir)?;
-        let signal_raw = signal.fd().expect("the host's page has its fd").as_raw_fd();
-        let mut cmd = Command::new(&spec.python);
-        cmd.args(&spec.args)
-            .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .env("AIRLOCK_SOCKET", &sockdir.socket)
-            .env("AIRLOCK_NAME", &spec.name)
-            .env("TMPDIR", &tmp.path)
-            .env("XDG_RUNTIME_DIR", &tmp.path)
-            .env("AIRLOCK_LOG_FD", LOG_FD.to_string())
-            .env("AIRLOCK_SIGNAL_FD", SIGNAL_FD.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        if let Some(cwd) = &spec.cwd {
-            cmd.current_dir(cwd);
-        }
-        let log_raw = log_w.as_raw_fd();
-        // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                // Both move above the targets first, so neither dup2 clobbers the other's
-                // source.
-                let log = libc::fcntl(log_raw, libc::F_DUPFD_CLOEXEC, 16);
-                let sig = libc::fcntl(signal_raw, libc::F_DUPFD_CLOEXEC, 16);
-                if log < 0 || sig < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                inherit_as(log, LOG_FD)?;
-                inherit_as(sig, SIGNAL_FD)
-            });
-        }
-        let mut child = cmd.spawn().map_err(|source| SpawnError::Exec {
+        let env = spec.environment(&sockdir.socket, &tmp.path);
+        let signal_fd = signal.fd().expect("the host's page has its fd");
+        let started = exec::spawn(&exec::Launch {
+            program: &spec.python,
+            args: &spec.args,
+            env: &env,
+            cwd: spec.cwd.as_deref(),
+            inherit: &[(log_w.as_fd(), LOG_FD), (signal_fd, SIGNAL_FD)],
+        })
+        .map_err(|source| SpawnError::Exec {
             python: spec.python.display().to_string(),
             source,
         })?;
         drop(log_w);
-        let pid = child.id() as i32;
+        let pid = started.pid;
         let pidfd = match rustix::process::pidfd_open(
             Pid::from_raw(pid).expect("a child pid is positive"),
             PidfdFlags::empty(),
         ) {
             Ok(fd) => Arc::new(fd),
             Err(e) => {
-                // Without a pidfd we cannot supervise it: do not leave it running.
-                let _ = child.kill();
-                let _ = child.wait();
+                // Without a pidfd we cannot supervise it: do not leave it running. It is our
+                // unreaped child, so the pid cannot have been reused.
+                // SAFETY: plain syscalls on our own child.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, std::ptr::null_mut(), 0);
+                }
                 return Err(SpawnError::SocketDir(e.into()));
             }
         };
         let stderr_tail = Arc::new(Tail::default());
-        if let Some(out) = child.stdout.take() {
-            forward(spec.name.clone(), Stream::Stdout, out, sink.clone(), None);
-        }
-        if let Some(err) = child.stderr.take() {
-            forward(
-                spec.name.clone(),
-                Stream::Stderr,
-                err,
-                sink.clone(),
-                Some(stderr_tail.clone()),
-            );
-        }
+        let exec::Started {
+            stdin: mut token_pipe,
+            stdout,
+            stderr,
+            ..
+        } = started;
+        forward(
+            spec.name.clone(),
+            Stream::Stdout,
+            stdout,
+            sink.clone(),
+            None,
+        );
+        forward(
+            spec.name.clone(),
+            Stream::Stderr,
+            stderr,
+            sink.clone(),
+            Some(stderr_tail.clone()),
+        );
         forward(
             spec.name.clone(),
             Stream::Log {
@@ -151,11 +139,8 @@ impl WorkerProcess {
         );
         // The token goes over the worker's stdin, never its environment or argv (both readable
         // by other processes of the same user).
-        if let Some(mut stdin) = child.stdin.take() {
-            let _ = writeln!(stdin, "{}", hex(&token.0));
-        }
-        // `child` is dropped without waiting: from here the pidfd owns the process's end.
-        drop(child);
+        let _ = writeln!(token_pipe, "{}", hex(&token.0));
+        drop(token_pipe);
 
         let kill_now = |pidfd: &OwnedFd| {
             let _ = rustix::process::pidfd_send_signal(pidfd, Signal::KILL);
@@ -195,6 +180,11 @@ impl WorkerProcess {
         };
         let call = Arc::new(CallLane::from_framed(call, Side::Host, spec.pool.clone()));
         let control = Arc::new(ControlLane::from_framed(control));
+        // Input refused on either lane ends this worker (guard.rs).
+        let heard = Arc::new(Heard::new());
+        let guard = Guard::ending(pidfd.clone(), pid, heard.clone());
+        call.arm(guard.clone());
+        control.arm(guard);
         let welcomed = control.send(&welcome).and_then(|_| call.send(&welcome));
         if let Err(e) = welcomed {
             kill_now(&pidfd);
@@ -204,7 +194,6 @@ impl WorkerProcess {
 
         let exit = Arc::new(ExitState::default());
         let requests = Arc::new(Mutex::new(0));
-        let heard = Arc::new(Heard::new());
         if let Some(cfg) = spec.liveness {
             watch(
                 Watched {
@@ -292,7 +281,7 @@ impl WorkerProcess {
     pub fn heartbeat(&self, timeout: Duration) -> Result<Value, LaneError> {
         match self.request(|seq| Message::Heartbeat { seq }, timeout)? {
             Message::Report { report, .. } => Ok(report),
-            other => Err(unexpected(&other)),
+            other => Err(self.control.refuse(unexpected(&other))),
         }
     }
 
@@ -315,7 +304,7 @@ impl WorkerProcess {
             Message::ModelDone {
                 outcome, report, ..
             } => Ok((outcome, report)),
-            other => Err(unexpected(&other)),
+            other => Err(self.control.refuse(unexpected(&other))),
         }
     }
 
@@ -331,7 +320,7 @@ impl WorkerProcess {
         *last += 1;
         let seq = *last;
         let start = Instant::now();
-        self.control.send(&make(seq))?;
+        self.control.send_within(&make(seq), timeout)?;
         loop {
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
@@ -391,8 +380,10 @@ impl WorkerProcess {
     /// within `grace`.
     pub fn shutdown(&self, grace: Duration) -> ExitDescription {
         if self.is_alive() {
-            let _ = self.call.send(&Message::Shutdown);
-            if let Some(s) = self.exit.wait(grace) {
+            // Bounded: a worker that does not read its call lane gets no longer than `grace`.
+            let start = Instant::now();
+            let _ = self.call.send_within(&Message::Shutdown, Some(grace));
+            if let Some(s) = self.exit.wait(grace.saturating_sub(start.elapsed())) {
                 self.kill_group();
                 return s;
             }
@@ -425,126 +416,6 @@ impl Drop for WorkerProcess {
             self.kill_group();
         }
     }
-}
-
-enum Accept {
-    Exited,
-    Timeout,
-    Failed(SpawnError),
-}
-
-impl From<SpawnError> for Accept {
-    fn from(e: SpawnError) -> Self {
-        Accept::Failed(e)
-    }
-}
-
-/// Accepts the call and control lanes, in either order, from the process we spawned.
-fn accept_lanes(
-    sd: &SocketDir,
-    pidfd: &OwnedFd,
-    pid: i32,
-    token: &Token,
-    timeout: Duration,
-) -> Result<(Framed, Framed, Hello), Accept> {
-    let deadline = Instant::now() + timeout;
-    let (mut call, mut control, mut hello) = (None, None, None);
-    while call.is_none() || control.is_none() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(Accept::Timeout);
-        }
-        let ts = rustix::event::Timespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: left.subsec_nanos() as i64,
-        };
-        let mut fds = [
-            PollFd::new(&sd.listener, PollFlags::IN),
-            PollFd::new(pidfd, PollFlags::IN),
-        ];
-        match rustix::event::poll(&mut fds, Some(&ts)) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(SpawnError::SocketDir(e.into()).into()),
-        }
-        if !fds[1].revents().is_empty() {
-            return Err(Accept::Exited);
-        }
-        let (sock, _) = match sd.listener.accept() {
-            Ok(s) => s,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(SpawnError::SocketDir(e).into()),
-        };
-        sock.set_nonblocking(false)
-            .map_err(|e| SpawnError::Lane(e.into()))?;
-        let cred = rustix::net::sockopt::socket_peercred(&sock)
-            .map_err(|e| SpawnError::Lane(std::io::Error::from(e).into()))?;
-        let (uid, peer_pid) = (cred.uid.as_raw(), cred.pid.as_raw_nonzero().get());
-        if uid != rustix::process::getuid().as_raw() || peer_pid != pid {
-            // Not the process we started: refuse loudly rather than talk to it.
-            return Err(SpawnError::ForeignPeer {
-                uid,
-                pid: peer_pid,
-                expected: pid,
-            }
-            .into());
-        }
-        let framed = Framed::new(sock);
-        let wait = Some(left.max(Duration::from_millis(10)));
-        let h = match recv_one(&framed, wait).map_err(SpawnError::Lane)? {
-            Message::Hello(h) => h,
-            other => {
-                return Err(SpawnError::Lane(LaneError::Protocol(format!(
-                    "expected Hello, got {}",
-                    other.kind()
-                )))
-                .into());
-            }
-        };
-        let lane = h.lane;
-        let check = h.check(token, lane);
-        if let Err(e) = check {
-            let _ = framed.send_one(&Message::Reject {
-                reason: e.to_string(),
-            });
-            return Err(SpawnError::Handshake(e).into());
-        }
-        if h.pid as i32 != pid {
-            let e = airlock_wire::HandshakeError::PidMismatch {
-                claimed: h.pid,
-                actual: pid as u32,
-            };
-            return Err(SpawnError::Handshake(e).into());
-        }
-        framed
-            .set_read_timeout(None)
-            .map_err(|e| SpawnError::Lane(e.into()))?;
-        let slot = match lane {
-            Lane::Call => &mut call,
-            Lane::Control => &mut control,
-        };
-        if slot.is_some() {
-            return Err(SpawnError::Lane(LaneError::Protocol(format!(
-                "{lane:?} lane opened twice"
-            )))
-            .into());
-        }
-        *slot = Some(framed);
-        hello.get_or_insert(h);
-    }
-    match (call, control, hello) {
-        (Some(a), Some(b), Some(h)) => Ok((a, b, h)),
-        _ => Err(Accept::Timeout),
-    }
-}
-
-/// Makes `fd` (≥ 16, close-on-exec) available to the exec'd program as `target`; runs between
-/// fork and exec.
-fn inherit_as(fd: i32, target: i32) -> std::io::Result<()> {
-    // SAFETY: dup2 is async-signal-safe; dup2 clears close-on-exec on the target.
-    if unsafe { libc::dup2(fd, target) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Blocks until the process behind `pidfd` exits and says how.

@@ -73,7 +73,9 @@ impl Rejection {
             WireError::Truncated { .. } => Rejection::Truncated,
             WireError::Malformed(_)
             | WireError::LimitExceeded { .. }
-            | WireError::TrailingBytes(_) => Rejection::Malformed,
+            | WireError::TrailingBytes(_)
+            // Only ever our own message, on sending: never counted (counts are of reads).
+            | WireError::Unencodable { .. } => Rejection::Malformed,
         }
     }
 
@@ -94,14 +96,22 @@ pub fn count(r: Rejection) {
     COUNTS[r as usize].fetch_add(1, Ordering::Relaxed);
 }
 
+/// The reason a lane error refuses the peer's input; None for I/O failures, our own closes
+/// and errors of our own side (a full pool).
+pub fn of_lane(e: &LaneError) -> Option<Rejection> {
+    match e {
+        LaneError::Wire(w) => Some(Rejection::of_wire(w)),
+        LaneError::Protocol(_) | LaneError::Shm(airlock_shm::ShmError::SizeMismatch { .. }) => {
+            Some(Rejection::Protocol)
+        }
+        LaneError::Io(_) | LaneError::Shm(_) | LaneError::Closed | LaneError::Ended(_) => None,
+    }
+}
+
 /// Counts a lane error if it is the peer's doing (I/O failures and our own closes are not).
 pub fn count_lane(e: &LaneError) {
-    match e {
-        LaneError::Wire(w) => count(Rejection::of_wire(w)),
-        LaneError::Protocol(_) | LaneError::Shm(airlock_shm::ShmError::SizeMismatch { .. }) => {
-            count(Rejection::Protocol)
-        }
-        LaneError::Io(_) | LaneError::Shm(_) | LaneError::Closed => {}
+    if let Some(r) = of_lane(e) {
+        count(r);
     }
 }
 

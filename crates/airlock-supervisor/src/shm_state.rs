@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 
-use airlock_shm::{Pool, PoolConfig, PoolStats, Segment};
+use airlock_shm::{PeerLimits, Pool, PoolConfig, PoolStats, Segment, ShmError};
 use airlock_wire::{Message, Region, Side};
 
 use crate::error::LaneError;
@@ -13,6 +13,9 @@ pub(crate) struct ShmState {
     side: Side,
     pool: Pool,
     peer: HashMap<u32, Segment>,
+    /// What the peer may make us hold of its segments, and what it holds now (bytes).
+    peer_limits: PeerLimits,
+    peer_bytes: u64,
     announce: Vec<u32>,
     releases: Vec<Region>,
     /// Mappings the Python layer must drop: our retired segments and the peer's.
@@ -35,6 +38,8 @@ impl ShmState {
     pub fn new(side: Side, config: PoolConfig) -> Self {
         ShmState {
             side,
+            peer_limits: config.peer,
+            peer_bytes: 0,
             pool: Pool::new(config),
             peer: HashMap::new(),
             announce: Vec::new(),
@@ -162,17 +167,23 @@ impl ShmState {
             frames: Vec::new(),
             fds: Vec::new(),
         };
+        // Retirements first: the peer then never holds a retired segment and its successor at
+        // once, which could put an honest pool over the limits the peer holds it to.
+        for id in self.pool.take_retired() {
+            self.unmapped.push((self.side, id));
+            if let Some(at) = self.announce.iter().position(|&a| a == id) {
+                // Never announced, so the peer has nothing to retire.
+                self.announce.remove(at);
+                continue;
+            }
+            owed.frames.push(Message::Retire { id });
+        }
         for id in self.announce.drain(..) {
-            // A segment retired before it was ever announced needs no announcement.
             let Some(seg) = self.pool.segment(id) else {
                 continue;
             };
             owed.fds.push(seg.fd().try_clone_to_owned()?);
             owed.frames.push(Message::Segment { id, len: seg.len() });
-        }
-        for id in self.pool.take_retired() {
-            self.unmapped.push((self.side, id));
-            owed.frames.push(Message::Retire { id });
         }
         if !self.releases.is_empty() {
             owed.frames.push(Message::Release {
@@ -196,15 +207,18 @@ impl ShmState {
                 if self.peer.contains_key(&id) {
                     return Err(LaneError::Protocol(format!("segment {id} announced twice")));
                 }
+                self.check_peer_limits(id, len)?;
                 self.peer.insert(id, Segment::adopt(fd, len)?);
+                self.peer_bytes += len;
                 Ok(None)
             }
             Message::Retire { id } => {
-                if self.peer.remove(&id).is_none() {
+                let Some(seg) = self.peer.remove(&id) else {
                     return Err(LaneError::Protocol(format!(
                         "retire of unknown segment {id}"
                     )));
-                }
+                };
+                self.peer_bytes -= seg.len();
                 self.unmapped.push((self.peer_side(), id));
                 Ok(None)
             }
@@ -223,6 +237,30 @@ impl ShmState {
             }
             other => Ok(Some(other)),
         }
+    }
+
+    /// Refuses an announcement beyond what the peer may make us hold: its bytes (which a
+    /// descriptor can make us map and read) and its count (each an fd of ours).
+    fn check_peer_limits(&self, id: u32, len: u64) -> Result<(), LaneError> {
+        let limits = self.peer_limits;
+        let refuse = |e: ShmError| Err(LaneError::Protocol(e.to_string()));
+        if self.peer.len() >= limits.segments {
+            return refuse(ShmError::PeerSegments {
+                id,
+                count: self.peer.len() + 1,
+                limit: limits.segments,
+            });
+        }
+        let total = self.peer_bytes.saturating_add(len);
+        if total > limits.bytes {
+            return refuse(ShmError::PeerBytes {
+                id,
+                len,
+                total,
+                limit: limits.bytes,
+            });
+        }
+        Ok(())
     }
 
     /// A duplicate of a segment's fd (ours or the peer's) for mapping, with its length.
@@ -250,6 +288,11 @@ impl ShmState {
 
     pub fn pool_stats(&self) -> PoolStats {
         self.pool.stats()
+    }
+
+    /// The length of peer segment `id`, if the peer announced it.
+    pub fn peer_len(&self, id: u32) -> Option<u64> {
+        self.peer.get(&id).map(Segment::len)
     }
 
     pub fn peer_segments(&self) -> usize {
@@ -313,5 +356,82 @@ mod tests {
         assert!(matches!(&trailing, Some(Message::Release { regions }) if regions == &[theirs]));
         s.mark_sent();
         assert!(!s.has_owed(), "sent once, behind the frame");
+    }
+
+    fn announce(s: &mut ShmState, id: u32, len: u64) -> Result<(), LaneError> {
+        let seg = Segment::create("airlock-test", len).unwrap();
+        let mut fds = std::collections::VecDeque::from([seg.fd().try_clone_to_owned().unwrap()]);
+        s.absorb(Message::Segment { id, len }, &mut fds).map(drop)
+    }
+
+    fn limited(bytes: u64, segments: usize) -> ShmState {
+        let config = PoolConfig {
+            peer: PeerLimits { bytes, segments },
+            ..PoolConfig::default()
+        };
+        ShmState::new(Side::Host, config)
+    }
+
+    #[test]
+    fn the_peer_is_held_to_its_segment_count() {
+        let mut s = limited(1 << 30, 3);
+        for id in 0..3 {
+            announce(&mut s, id, 4096).unwrap();
+        }
+        let err = announce(&mut s, 3, 4096).unwrap_err().to_string();
+        assert!(err.contains("AIRLOCK_MAX_PEER_SEGMENTS"), "{err}");
+        assert_eq!(s.peer_segments(), 3, "the refused segment is not held");
+        // A retirement makes room again.
+        s.absorb(Message::Retire { id: 0 }, &mut Default::default())
+            .unwrap();
+        announce(&mut s, 4, 4096).unwrap();
+    }
+
+    #[test]
+    fn the_peer_is_held_to_its_mapped_bytes() {
+        let mut s = limited(8 << 20, 16);
+        announce(&mut s, 0, 6 << 20).unwrap();
+        let err = announce(&mut s, 1, 4 << 20).unwrap_err().to_string();
+        assert!(err.contains("AIRLOCK_MAX_PEER_MAP_MIB"), "{err}");
+        assert!(err.contains("10485760 bytes"), "{err}");
+        s.absorb(Message::Retire { id: 0 }, &mut Default::default())
+            .unwrap();
+        announce(&mut s, 1, 4 << 20).unwrap();
+    }
+
+    #[test]
+    fn retirements_travel_before_announcements() {
+        let config = PoolConfig {
+            min_segment: 4 << 20,
+            keep_idle: 0,
+            ..PoolConfig::default()
+        };
+        let mut s = ShmState::new(Side::Host, config);
+        let first = s.alloc(4096).unwrap();
+        s.take_owed().unwrap();
+        s.mark_sent();
+        let msg = Message::Release {
+            regions: vec![first],
+        };
+        s.absorb(msg, &mut Default::default()).unwrap(); // idle: retired (keep_idle 0)
+        s.alloc(4096).unwrap();
+        let owed = s.take_owed().unwrap();
+        let kinds: Vec<&str> = owed.frames.iter().map(Message::kind).collect();
+        assert_eq!(kinds, ["Retire", "Segment"]);
+    }
+
+    #[test]
+    fn a_segment_retired_before_its_announcement_is_never_mentioned() {
+        let config = PoolConfig {
+            min_segment: 4 << 20,
+            keep_idle: 0,
+            ..PoolConfig::default()
+        };
+        let mut s = ShmState::new(Side::Host, config);
+        let r = s.alloc(4096).unwrap();
+        s.unalloc(r); // encoding failed: idle at once, retired
+        let owed = s.take_owed().unwrap();
+        assert!(owed.frames.is_empty(), "{:?}", owed.frames);
+        assert!(owed.fds.is_empty());
     }
 }

@@ -1,5 +1,6 @@
 //! What a worker is started from, and the private directory its sockets live in.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -10,6 +11,8 @@ use rustix::fs::Mode;
 
 use crate::error::SpawnError;
 use crate::liveness::Liveness;
+use crate::process::LOG_FD;
+use crate::signal_page::SIGNAL_FD;
 
 /// How to start one worker.
 #[derive(Debug, Clone)]
@@ -29,6 +32,24 @@ pub struct WorkerSpec {
     /// killed; `None` turns the watch off.
     pub liveness: Option<Liveness>,
     pub pool: PoolConfig,
+}
+
+impl WorkerSpec {
+    /// The worker's environment: `env`, then ours (the handshake socket, the private temp
+    /// directory, the descriptor numbers), ours winning.
+    pub(crate) fn environment(&self, socket: &Path, tmp: &Path) -> Vec<(OsString, OsString)> {
+        let ours: [(&str, OsString); 6] = [
+            ("AIRLOCK_SOCKET", socket.into()),
+            ("AIRLOCK_NAME", self.name.clone().into()),
+            ("TMPDIR", tmp.into()),
+            ("XDG_RUNTIME_DIR", tmp.into()),
+            ("AIRLOCK_LOG_FD", LOG_FD.to_string().into()),
+            ("AIRLOCK_SIGNAL_FD", SIGNAL_FD.to_string().into()),
+        ];
+        let mut env: BTreeMap<OsString, OsString> = self.env.iter().cloned().collect();
+        env.extend(ours.into_iter().map(|(k, v)| (k.into(), v)));
+        env.into_iter().collect()
+    }
 }
 
 /// A 0700 directory holding the listening socket for one handshake; removed on drop, which

@@ -16,7 +16,7 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) -> Result<(), WireError> {
     // Serialize in place; on failure `out` is restored to what the caller had queued.
     if let Err(e) = postcard::to_extend(msg, AppendTo(out)) {
         out.truncate(start);
-        return Err(e.into());
+        return Err(unencodable(msg).unwrap_or_else(|| e.into()));
     }
     let len = out.len() - start - HEADER_LEN;
     if len > MAX_FRAME_LEN {
@@ -28,6 +28,17 @@ pub fn encode_frame(msg: &Message, out: &mut Vec<u8>) -> Result<(), WireError> {
     }
     out[start..start + HEADER_LEN].copy_from_slice(&(len as u32).to_le_bytes());
     Ok(())
+}
+
+/// Why `msg` cannot be encoded, in words: postcard keeps only "Serde Serialization Error" of
+/// the reason a value gave, so the value is checked again (on this failure path only).
+fn unencodable(msg: &Message) -> Option<WireError> {
+    msg.values().into_iter().find_map(|v| {
+        v.encoded_len().err().map(|e| WireError::Unencodable {
+            kind: msg.kind(),
+            reason: e.to_string(),
+        })
+    })
 }
 
 /// Lets postcard append to a borrowed buffer, so an encoding error cannot take the caller's
@@ -178,6 +189,19 @@ mod tests {
             dec.next_message(),
             Err(WireError::FrameTooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn a_value_over_the_limits_is_refused_in_words_before_anything_is_written() {
+        let mut out = b"earlier".to_vec();
+        let msg = Message::Reply {
+            id: 1,
+            value: crate::Value::List(vec![crate::Value::Int(1); crate::limits::MAX_VALUE_NODES]),
+        };
+        let err = encode_frame(&msg, &mut out).unwrap_err().to_string();
+        assert!(err.contains("cannot send a Reply"), "{err}");
+        assert!(err.contains("more than 1048576 items"), "{err}");
+        assert_eq!(out, b"earlier", "the caller's earlier frames are untouched");
     }
 
     #[test]

@@ -12,10 +12,12 @@ mod frame;
 mod handshake;
 pub mod limits;
 mod message;
+mod tensor;
 mod value;
 
-pub use error::WireError;
+pub use error::{ValueError, WireError};
 pub use frame::{FrameDecoder, encode_frame};
 pub use handshake::{HandshakeError, Hello, Lane, PROTOCOL_VERSION, TOKEN_LEN, Token};
 pub use message::{Message, ModelOp, ModelOutcome, Region, RemoteException, Side};
-pub use value::{ArrayKind, DType, TensorDesc, Value};
+pub use tensor::{ArrayKind, Blob, BlobKind, DType, TensorDesc};
+pub use value::Value;

@@ -13,3 +13,6 @@ pub const MAX_DIMS: usize = 64;
 pub const MAX_RELEASES: usize = 1 << 16;
 /// Longest string field outside values (names, versions, messages, tracebacks).
 pub const MAX_TEXT: usize = 1 << 20;
+/// Most bytes the values of one frame may encode to: the frame limit, less room for the
+/// frame's other fields (a call's target, an event's topic). Senders check it before sending.
+pub const MAX_FRAME_VALUES: usize = MAX_FRAME_LEN - (1 << 20);

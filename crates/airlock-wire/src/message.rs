@@ -155,6 +155,18 @@ pub enum Message {
 }
 
 impl Message {
+    /// The values this message carries (what can break a value limit).
+    pub fn values(&self) -> Vec<&Value> {
+        match self {
+            Message::Call { args, kwargs, .. } => vec![args, kwargs],
+            Message::Reply { value, .. } => vec![value],
+            Message::Error { error, .. } => vec![&error.args],
+            Message::Event { payload, .. } => vec![payload],
+            Message::ModelDone { report, .. } | Message::Report { report, .. } => vec![report],
+            _ => Vec::new(),
+        }
+    }
+
     /// The variant's name, for error messages.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -12,161 +12,9 @@ use serde::de::{self, SeqAccess, Visitor};
 use serde::ser::{self, SerializeSeq};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::limits::{MAX_DIMS, MAX_VALUE_DEPTH, MAX_VALUE_NODES};
-use crate::message::Region;
-
-/// Whether the producer handed over a `torch.Tensor` or a `numpy.ndarray`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ArrayKind {
-    Torch,
-    Numpy,
-}
-
-/// Element types a tensor may have. Names match torch's (`torch.float32` → `"float32"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum DType {
-    Bool,
-    UInt8,
-    Int8,
-    Int16,
-    UInt16,
-    Int32,
-    UInt32,
-    Int64,
-    UInt64,
-    Float16,
-    BFloat16,
-    Float32,
-    Float64,
-    Complex64,
-    Complex128,
-    Float8E4M3Fn,
-    Float8E5M2,
-}
-
-impl DType {
-    pub const ALL: [DType; 17] = [
-        DType::Bool,
-        DType::UInt8,
-        DType::Int8,
-        DType::Int16,
-        DType::UInt16,
-        DType::Int32,
-        DType::UInt32,
-        DType::Int64,
-        DType::UInt64,
-        DType::Float16,
-        DType::BFloat16,
-        DType::Float32,
-        DType::Float64,
-        DType::Complex64,
-        DType::Complex128,
-        DType::Float8E4M3Fn,
-        DType::Float8E5M2,
-    ];
-
-    /// Bytes per element.
-    pub fn itemsize(self) -> u64 {
-        match self {
-            DType::Bool | DType::UInt8 | DType::Int8 => 1,
-            DType::Float8E4M3Fn | DType::Float8E5M2 => 1,
-            DType::Int16 | DType::UInt16 | DType::Float16 | DType::BFloat16 => 2,
-            DType::Int32 | DType::UInt32 | DType::Float32 => 4,
-            DType::Int64 | DType::UInt64 | DType::Float64 | DType::Complex64 => 8,
-            DType::Complex128 => 16,
-        }
-    }
-
-    /// torch's name for the type.
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::Bool => "bool",
-            DType::UInt8 => "uint8",
-            DType::Int8 => "int8",
-            DType::Int16 => "int16",
-            DType::UInt16 => "uint16",
-            DType::Int32 => "int32",
-            DType::UInt32 => "uint32",
-            DType::Int64 => "int64",
-            DType::UInt64 => "uint64",
-            DType::Float16 => "float16",
-            DType::BFloat16 => "bfloat16",
-            DType::Float32 => "float32",
-            DType::Float64 => "float64",
-            DType::Complex64 => "complex64",
-            DType::Complex128 => "complex128",
-            DType::Float8E4M3Fn => "float8_e4m3fn",
-            DType::Float8E5M2 => "float8_e5m2",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<DType> {
-        DType::ALL.into_iter().find(|d| d.name() == name)
-    }
-}
-
-/// Where a tensor's bytes are and how to read them.
-///
-/// `strides` are in elements. The bytes of the elements lie in `region` from its start; a
-/// tensor of zero bytes has no region.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TensorDesc {
-    pub kind: ArrayKind,
-    pub dtype: DType,
-    pub shape: Vec<u64>,
-    pub strides: Vec<i64>,
-    pub region: Option<Region>,
-    /// The producer's device, e.g. `"cpu"` or `"cuda:0"`.
-    pub device: String,
-}
-
-impl TensorDesc {
-    /// Checks what a decoder can check without the segment: dims within bounds, shape and
-    /// strides agreeing, and every element inside the region.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.shape.len() > MAX_DIMS {
-            return Err(format!(
-                "tensor has {} dims, limit {MAX_DIMS}",
-                self.shape.len()
-            ));
-        }
-        if self.shape.len() != self.strides.len() {
-            return Err("tensor shape and strides differ in length".into());
-        }
-        let mut numel: u64 = 1;
-        let mut last: u64 = 0;
-        for (&n, &s) in self.shape.iter().zip(&self.strides) {
-            numel = numel
-                .checked_mul(n)
-                .ok_or("tensor element count overflows")?;
-            if s < 0 {
-                return Err("negative tensor stride".into());
-            }
-            if n > 0 {
-                let reach = (n - 1)
-                    .checked_mul(s as u64)
-                    .ok_or("tensor stride overflows")?;
-                last = last.checked_add(reach).ok_or("tensor stride overflows")?;
-            }
-        }
-        let needed = if numel == 0 {
-            0
-        } else {
-            last.checked_add(1)
-                .and_then(|elements| elements.checked_mul(self.dtype.itemsize()))
-                .ok_or("tensor byte size overflows")?
-        };
-        match (&self.region, needed) {
-            (None, 0) => Ok(()),
-            (None, _) => Err("tensor with elements has no region".into()),
-            (Some(r), n) if r.len < n => Err(format!(
-                "tensor needs {n} bytes but its region holds {}",
-                r.len
-            )),
-            (Some(_), _) => Ok(()),
-        }
-    }
-}
+use crate::error::ValueError;
+use crate::limits::{MAX_FRAME_VALUES, MAX_VALUE_DEPTH, MAX_VALUE_NODES};
+use crate::tensor::{Blob, TensorDesc};
 
 /// A value crossing the boundary.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -175,8 +23,10 @@ pub enum Value {
     None,
     Bool(bool),
     Int(i64),
-    /// An integer beyond `i64`, as decimal text.
-    BigInt(String),
+    /// An integer beyond `i64`: its two's-complement bytes, least significant first (Python's
+    /// `int.to_bytes(n, "little", signed=True)`). Bytes, not decimal text: decimal conversion
+    /// is quadratic, and Python refuses it past 4 300 digits. Bounded by the frame's length.
+    BigInt(Vec<u8>),
     Float(f64),
     Str(String),
     Bytes(Vec<u8>),
@@ -187,6 +37,8 @@ pub enum Value {
     Tensor(TensorDesc),
     /// A value of a type registered as a codec on both sides: the codec's name and its payload.
     Ext(String, Box<Value>),
+    /// `bytes` or `str` that travel in shared memory.
+    Blob(Blob),
 }
 
 /// One node of the flat encoding.
@@ -195,7 +47,7 @@ enum Node {
     None,
     Bool(bool),
     Int(i64),
-    BigInt(String),
+    BigInt(#[serde(with = "serde_bytes")] Vec<u8>),
     Float(f64),
     Str(String),
     Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
@@ -204,6 +56,7 @@ enum Node {
     Dict(u32),
     Tensor(TensorDesc),
     Ext(String),
+    Blob(Blob),
 }
 
 /// The same node borrowed from a [`Value`] being encoded; serializes exactly as [`Node`].
@@ -213,7 +66,7 @@ enum NodeRef<'a> {
     None,
     Bool(bool),
     Int(i64),
-    BigInt(&'a str),
+    BigInt(#[serde(with = "serde_bytes")] &'a [u8]),
     Float(f64),
     Str(&'a str),
     Bytes(#[serde(with = "serde_bytes")] &'a [u8]),
@@ -222,47 +75,57 @@ enum NodeRef<'a> {
     Dict(u32),
     Tensor(&'a TensorDesc),
     Ext(&'a str),
+    Blob(&'a Blob),
 }
 
-/// Whether `s` is an integer in decimal: an optional `-`, then one or more ASCII digits.
-fn is_decimal(s: &str) -> bool {
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+const EMPTY_BIG_INT: &str = "big integer has no bytes";
+
+fn count(n: usize) -> Result<u32, ValueError> {
+    u32::try_from(n).map_err(|_| ValueError::ContainerTooLarge(n))
 }
 
-fn count(n: usize) -> Result<u32, String> {
-    u32::try_from(n).map_err(|_| format!("container of {n} items is too large"))
-}
-
-/// Flattens `value` in prefix order, checking the limits a peer will enforce.
-fn flatten(value: &Value) -> Result<Vec<NodeRef<'_>>, String> {
+/// Flattens `value` in prefix order, checking the limits a peer will enforce, exactly as
+/// [`unflatten`] does: a container (non-empty, or an `Ext`) may have at most
+/// [`MAX_VALUE_DEPTH`] containers above it.
+fn flatten(value: &Value) -> Result<Vec<NodeRef<'_>>, ValueError> {
     let mut out = Vec::new();
     let mut stack: Vec<(&Value, usize)> = vec![(value, 0)];
     while let Some((v, depth)) = stack.pop() {
-        if depth > MAX_VALUE_DEPTH {
-            return Err(format!("value nests deeper than {MAX_VALUE_DEPTH}"));
-        }
         if out.len() >= MAX_VALUE_NODES {
-            return Err(format!("value has more than {MAX_VALUE_NODES} items"));
+            return Err(ValueError::TooManyNodes {
+                max: MAX_VALUE_NODES,
+            });
+        }
+        let opens = match v {
+            Value::List(items) | Value::Tuple(items) => !items.is_empty(),
+            Value::Dict(pairs) => !pairs.is_empty(),
+            Value::Ext(..) => true,
+            _ => false,
+        };
+        if opens && depth >= MAX_VALUE_DEPTH {
+            return Err(ValueError::TooDeep {
+                max: MAX_VALUE_DEPTH,
+            });
         }
         let d = depth + 1;
         out.push(match v {
             Value::None => NodeRef::None,
             Value::Bool(b) => NodeRef::Bool(*b),
             Value::Int(i) => NodeRef::Int(*i),
-            Value::BigInt(s) => {
-                if !is_decimal(s) {
-                    return Err("big integer is not decimal digits".into());
+            Value::BigInt(b) => {
+                if b.is_empty() {
+                    return Err(ValueError::BadBigInt);
                 }
-                NodeRef::BigInt(s)
+                NodeRef::BigInt(b)
             }
             Value::Float(f) => NodeRef::Float(*f),
             Value::Str(s) => NodeRef::Str(s),
             Value::Bytes(b) => NodeRef::Bytes(b),
             Value::Tensor(t) => {
-                t.validate()?;
+                t.validate().map_err(ValueError::BadTensor)?;
                 NodeRef::Tensor(t)
             }
+            Value::Blob(b) => NodeRef::Blob(b),
             Value::List(items) => {
                 stack.extend(items.iter().rev().map(|v| (v, d)));
                 NodeRef::List(count(items.len())?)
@@ -287,14 +150,52 @@ fn flatten(value: &Value) -> Result<Vec<NodeRef<'_>>, String> {
     Ok(out)
 }
 
-impl Serialize for Value {
+/// Flattened nodes, serialized as the sequence a [`Value`] is on the wire.
+struct Flat<'a>(&'a [NodeRef<'a>]);
+
+impl Serialize for Flat<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let nodes = flatten(self).map_err(ser::Error::custom)?;
-        let mut seq = s.serialize_seq(Some(nodes.len()))?;
-        for n in &nodes {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for n in self.0 {
             seq.serialize_element(n)?;
         }
         seq.end()
+    }
+}
+
+impl Value {
+    /// The bytes this value takes in a frame, or why the peer would refuse it. A sender calls
+    /// this before it writes anything, so that a value that cannot cross is the caller's error
+    /// and never a broken lane.
+    pub fn encoded_len(&self) -> Result<usize, ValueError> {
+        let nodes = flatten(self)?;
+        postcard::experimental::serialized_size(&Flat(&nodes)).map_err(|_| ValueError::TooLarge {
+            len: usize::MAX,
+            max: MAX_FRAME_VALUES,
+        })
+    }
+
+    /// [`Value::encoded_len`] of several values that travel in one frame, against
+    /// [`MAX_FRAME_VALUES`].
+    pub fn check_frame(values: &[&Value]) -> Result<usize, ValueError> {
+        let mut len: usize = 0;
+        for v in values {
+            len = len.saturating_add(v.encoded_len()?);
+        }
+        if len > MAX_FRAME_VALUES {
+            return Err(ValueError::TooLarge {
+                len,
+                max: MAX_FRAME_VALUES,
+            });
+        }
+        Ok(len)
+    }
+}
+
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let nodes = flatten(self).map_err(ser::Error::custom)?;
+        Flat(&nodes).serialize(s)
     }
 }
 
@@ -364,11 +265,11 @@ fn unflatten(nodes: Vec<Node>) -> Result<Value, String> {
             Node::None => Value::None,
             Node::Bool(b) => Value::Bool(b),
             Node::Int(i) => Value::Int(i),
-            Node::BigInt(s) => {
-                if !is_decimal(&s) {
-                    return Err("big integer is not decimal digits".into());
+            Node::BigInt(b) => {
+                if b.is_empty() {
+                    return Err(EMPTY_BIG_INT.into());
                 }
-                Value::BigInt(s)
+                Value::BigInt(b)
             }
             Node::Float(f) => Value::Float(f),
             Node::Str(s) => Value::Str(s),
@@ -377,6 +278,7 @@ fn unflatten(nodes: Vec<Node>) -> Result<Value, String> {
                 t.validate()?;
                 Value::Tensor(t)
             }
+            Node::Blob(b) => Value::Blob(b),
             Node::List(0) => Value::List(Vec::new()),
             Node::Tuple(0) => Value::Tuple(Vec::new()),
             Node::Dict(0) => Value::Dict(Vec::new()),

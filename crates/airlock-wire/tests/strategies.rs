@@ -4,8 +4,8 @@
 
 use airlock_wire::limits::MAX_DIMS;
 use airlock_wire::{
-    ArrayKind, DType, FrameDecoder, Hello, Lane, Message, ModelOp, ModelOutcome, Region,
-    RemoteException, Side, TOKEN_LEN, TensorDesc, Token, Value, encode_frame,
+    ArrayKind, Blob, BlobKind, DType, FrameDecoder, Hello, Lane, Message, ModelOp, ModelOutcome,
+    Region, RemoteException, Side, TOKEN_LEN, TensorDesc, Token, Value, encode_frame,
 };
 use proptest::collection::vec;
 use proptest::option;
@@ -114,11 +114,15 @@ pub fn leaf() -> impl Strategy<Value = Value> {
         Just(Value::None),
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::Int),
-        "-?[1-9][0-9]{18,40}".prop_map(Value::BigInt),
+        vec(any::<u8>(), 9..40).prop_map(Value::BigInt),
         float().prop_map(Value::Float),
         any::<String>().prop_map(Value::Str),
         vec(any::<u8>(), 0..24).prop_map(Value::Bytes),
         tensor_desc().prop_map(Value::Tensor),
+        (any::<bool>(), region()).prop_map(|(text, region)| Value::Blob(Blob {
+            kind: if text { BlobKind::Str } else { BlobKind::Bytes },
+            region,
+        })),
     ]
 }
 

@@ -1,5 +1,6 @@
 """What a worker must know of the host's ComfyUI: where its source tree is, its directories and
-its command-line flags. Read from the running host, never written to it."""
+its command-line flags, read from the running host; and the one thing written back, the
+``folder_paths`` names an isolated pack registers (:func:`add_folders`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import enum
 import os
 import sys
 from typing import Any
+
+from comfy_airlock.node_surface import FOLDER_ROOTS, folder_from_scan
 
 
 def comfyui_dir() -> str | None:
@@ -67,3 +70,42 @@ def folder_paths_snapshot() -> dict[str, Any] | None:
         "user_directory": fp.get_user_directory(),
         "folder_names_and_paths": names,
     }
+
+
+def main_identity() -> dict[str, Any]:
+    """The host's ``__main__.__file__`` (ComfyUI's ``main.py``) and ``sys.argv``, for a worker
+    to present to its pack as they are natively."""
+    main = sys.modules.get("__main__")
+    return {"main_file": getattr(main, "__file__", None), "argv": list(sys.argv)}
+
+
+def add_folders(folders: dict[str, Any] | None) -> list[str]:
+    """Registers in the host's ``folder_paths`` what an isolated pack registered in its worker
+    (its prestartup script, its import): natively that code runs in this process, and the
+    host's model lists, ``/models`` and other packs read it here. Paths are appended, never
+    replaced. Returns the names that changed."""
+    fp = sys.modules.get("folder_paths")
+    if fp is None or not folders:
+        return []
+    roots = {name: getattr(fp, name, None) for name in FOLDER_ROOTS}
+    changed = []
+    for name, (entries, exts) in folders.items():
+        # Relative to the host's directories now, not those the (cached) scan ran with.
+        paths = [p for p in (folder_from_scan(e, roots) for e in entries) if p is not None]
+        entry = fp.folder_names_and_paths.get(name)
+        if entry is None:
+            fp.folder_names_and_paths[name] = (list(paths), set(exts))
+            changed.append(name)
+            continue
+        old_paths, old_exts = entry
+        new_paths = [p for p in paths if p not in old_paths]
+        new_exts = set(exts) - set(old_exts)
+        for path in new_paths:
+            fp.add_model_folder_path(name, path)
+        if new_exts:
+            # ComfyUI keeps a set; a few entries (and packs) use a list.
+            merged = set(old_exts) | new_exts
+            fp.folder_names_and_paths[name] = (fp.folder_names_and_paths[name][0], merged)
+        if new_paths or new_exts:
+            changed.append(name)
+    return changed

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import env as _env
-from comfy_airlock.host import comfy_state, scan_cache
+from comfy_airlock.host import comfy_state, routes, scan_cache
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.host.proxy import build_proxy
 
@@ -84,18 +84,7 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
         )
     except Exception as e:
         return _fail(name, pack_dir, str(e), _env_cause(e))
-    pack = IsolatedPack(
-        name=name,
-        dir=pack_dir,
-        python=info["python"],
-        env_dir=info["env_dir"],
-        env_key=info["key"],
-        entry=info.get("entry"),
-        env_vars=dict(info.get("env_vars") or {}),
-        call_deadline=info.get("call_deadline"),
-        sandbox=dict(info.get("sandbox") or {}),
-        pickle=tuple(info.get("pickle") or ()),
-    )
+    pack = IsolatedPack.from_env(name, pack_dir, info)
     try:
         # A sandbox this kernel cannot enforce is the pack's setup problem, said now.
         pack.sandbox_rules(comfyui, comfy_state.folder_paths_snapshot())
@@ -104,6 +93,10 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
     meta = _read_nodes(pack, comfyui)
     if meta is None:
         return {}, {}
+    for node_id, why in (meta.get("skipped") or {}).items():
+        log.error("[comfy-airlock] pack %r: node %r skipped: %s", name, node_id, why)
+    for folder in comfy_state.add_folders(meta.get("folders")):
+        log.info("[comfy-airlock] pack %r registered the model folder %r", name, folder)
     mappings: dict[str, type] = {}
     display: dict[str, str] = {}
     for node_id, node_meta in meta["nodes"].items():
@@ -118,6 +111,7 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
         old = _PACKS.pop(name, None)
         _PACKS[name] = pack
         _FAILED.pop(name, None)
+    routes.remember(pack, meta.get("routes") or [])
     if old is not None:
         old.close()
     log.info("[comfy-airlock] pack %r: %d node(s) isolated in %s", name, len(mappings), pack.python)
@@ -204,6 +198,13 @@ def register_nodes(path: str) -> Mappings:
     if os.environ.get("AIRLOCK_WORKER") == "1":
         return {}, {}
     pack_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    if os.path.isfile(os.path.join(pack_dir, "prestartup_script.py")):
+        log.warning(
+            "[comfy-airlock] pack %r: ComfyUI has run its prestartup_script.py in its own "
+            "process (it runs every custom_nodes/*/prestartup_script.py before any node loads); "
+            "its worker runs it too. Move the pack to isolated_nodes/ to keep it out",
+            os.path.basename(pack_dir),
+        )
     result = load_pack(pack_dir)
     _register_routes()
     return result
@@ -239,6 +240,7 @@ _ROUTES_DONE = False
 
 def _register_routes() -> None:
     global _ROUTES_DONE
+    routes.mount_pending()
     server = sys.modules.get("server")
     instance = getattr(getattr(server, "PromptServer", None), "instance", None)
     if _ROUTES_DONE or instance is None:

@@ -9,16 +9,17 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from comfy_airlock import sandbox
 from comfy_airlock._native import CallInterrupted
-from comfy_airlock.host import comfy_state, ram
+from comfy_airlock.host import comfy_state, ram, server_bridge
 from comfy_airlock.host.bridge import BRIDGE, Bridge
 from comfy_airlock.host.timing import Timing
-from comfy_airlock.host.worker_env import worker_env
 from comfy_airlock.supervisor import Worker
+from comfy_airlock.worker_env import worker_env
 
 log = logging.getLogger("comfy_airlock")
 
@@ -49,6 +50,10 @@ class IsolatedPack:
     # airlock.toml `[sandbox]` (enabled, network, read, write) and `pickle` (type names).
     sandbox: dict[str, Any] = field(default_factory=dict)
     pickle: tuple[str, ...] = ()
+    # ComfyUI's tree when the host is not ComfyUI itself (`airlock isolate` scans the pack).
+    comfyui_dir: str | None = None
+    # Whether its env has ComfyUI's requirements (the worker then loads ComfyUI's nodes).
+    comfy: bool = True
     stats: PackStats = field(default_factory=PackStats)
     # Calls in flight: a worker with none is idle (its models are evicted first).
     busy: int = 0
@@ -61,10 +66,30 @@ class IsolatedPack:
     _worker: Worker | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    @classmethod
+    def from_env(
+        cls, name: str, pack_dir: str, info: Mapping[str, Any], comfyui_dir: str | None = None
+    ) -> IsolatedPack:
+        """The pack whose environment ``env.ensure_env`` returned as ``info``."""
+        return cls(
+            name=name,
+            dir=pack_dir,
+            python=info["python"],
+            env_dir=info["env_dir"],
+            env_key=info["key"],
+            entry=info.get("entry"),
+            env_vars=dict(info.get("env_vars") or {}),
+            call_deadline=info.get("call_deadline"),
+            sandbox=dict(info.get("sandbox") or {}),
+            pickle=tuple(info.get("pickle") or ()),
+            comfy=bool(info.get("comfy", True)),
+            comfyui_dir=comfyui_dir,
+        )
+
     # --- the worker ----------------------------------------------------------------------
 
     def _spawn(self) -> Worker:
-        comfyui = comfy_state.comfyui_dir()
+        comfyui = comfy_state.comfyui_dir() or self.comfyui_dir
         folders = comfy_state.folder_paths_snapshot()
         comfy = {
             "comfyui_dir": comfyui,
@@ -73,6 +98,8 @@ class IsolatedPack:
             "entry": self.entry,
             "args": comfy_state.args_snapshot(),
             "folder_paths": folders,
+            "comfy_requirements": self.comfy,
+            **comfy_state.main_identity(),
         }
         ours = {"AIRLOCK_COMFY": json.dumps(comfy), "AIRLOCK_WORKER": "1"}
         # Not the host's environment (its API keys): an allow-list, the pack's [env_vars], ours.
@@ -174,6 +201,8 @@ class IsolatedPack:
             w = self._worker
             if w is not None:
                 self.bridge.reconcile(self, w.generation, payload)
+        elif topic == "server?":
+            return server_bridge.answer(payload)
         else:
             _on_event(topic, payload)
 
@@ -305,7 +334,8 @@ def _on_event(topic: str, payload: Any) -> None:
     elif topic == "send_sync":
         event, data, sid = payload
         server = _prompt_server()
-        if server is not None:
+        data = server_bridge.ui_data(event, data)
+        if server is not None and data is not server_bridge.DROP:
             server.send_sync(event, data, sid)
     elif topic == "progress_text":
         text, node_id, sid = payload

@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 from comfy_airlock.host.pack import IsolatedPack
-from comfy_airlock.node_surface import NODE_ATTRS, model_kind
+from comfy_airlock.node_surface import NODE_ATTRS, model_kind, python_module
 
 log = logging.getLogger("comfy_airlock")
 
@@ -24,6 +24,18 @@ log = logging.getLogger("comfy_airlock")
 MODEL_TYPES = {"MODEL", "CLIP", "VAE", "CONTROL_NET", "CLIP_VISION", "STYLE_MODEL", "GLIGEN"}
 # Declared types that ComfyUI expects as torch tensors (or containers of them).
 TENSOR_TYPES = {"IMAGE", "MASK", "LATENT", "CONDITIONING", "SIGMAS", "NOISE", "AUDIO"}
+
+
+class PackModule(type):
+    """The metaclass of proxies: ``RELATIVE_PYTHON_MODULE`` stays the pack's. ComfyUI sets it
+    on every class our custom node registers, to ``custom_nodes.comfy-airlock``; natively it
+    would be the pack's own (``/object_info``'s ``python_module``, by which the frontend groups
+    nodes), which is what the proxy was built with."""
+
+    def __setattr__(cls, name: str, value: Any) -> None:
+        if name == "RELATIVE_PYTHON_MODULE" and "AIRLOCK_PACK" in cls.__dict__:
+            return
+        super().__setattr__(name, value)
 
 
 def _signature(spec: dict[str, Any]) -> inspect.Signature:
@@ -94,6 +106,17 @@ def _dynprompt_free(kwargs: dict[str, Any], hidden: dict[str, Any]) -> dict[str,
 
 def build_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
     """A node class that ComfyUI cannot tell from the real one, except that it runs nowhere."""
+    if meta.get("kind") == "v3":
+        from comfy_airlock.host.proxy_v3 import build_v3_proxy
+
+        cls = build_v3_proxy(pack, node_id, meta)
+    else:
+        cls = _build_v1(pack, node_id, meta)
+    _warn_models(pack, node_id, meta, cls)
+    return cls
+
+
+def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
     input_types = meta["INPUT_TYPES"]
     hidden = dict(input_types.get("hidden") or {})
     function = meta.get("FUNCTION") or "execute"
@@ -120,7 +143,10 @@ def build_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
         "FUNCTION": function,
         function: run,
         "AIRLOCK_PACK": pack.name,
+        "RELATIVE_PYTHON_MODULE": python_module(pack.dir),
     }
+    # Non-callable IS_CHANGED & co. as the pack has them: ComfyUI treats them as natively.
+    attrs.update(meta.get("constants") or {})
     for attr in NODE_ATTRS:
         if attr in meta:
             attrs[attr] = meta[attr]
@@ -153,11 +179,17 @@ def build_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
 
         attrs["check_lazy_status"] = check_lazy_status
 
-    name = "".join(c if c.isalnum() else "_" for c in node_id)
-    cls = type(name, (), attrs)
-    declared = {t for t in meta.get("RETURN_TYPES") or () if isinstance(t, str)}
+    return PackModule(class_name(node_id), (), attrs)
+
+
+def class_name(node_id: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in node_id)
+
+
+def _warn_models(pack: IsolatedPack, node_id: str, meta: dict[str, Any], cls: type) -> None:
+    declared = {t for t in getattr(cls, "RETURN_TYPES", ()) or () if isinstance(t, str)}
     for section in ("required", "optional"):
-        for spec_ in (input_types.get(section) or {}).values():
+        for spec_ in (meta["INPUT_TYPES"].get(section) or {}).values():
             if isinstance(spec_, (list, tuple)) and spec_ and isinstance(spec_[0], str):
                 declared.add(spec_[0])
     crossing = sorted(declared & MODEL_TYPES)
@@ -170,4 +202,3 @@ def build_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
             pack.name,
             ", ".join(crossing),
         )
-    return cls

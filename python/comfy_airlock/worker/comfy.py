@@ -24,13 +24,17 @@ import sys
 import types
 from typing import Any
 
-from comfy_airlock.node_surface import NODE_ATTRS, model_kind
-from comfy_airlock.worker import interrupts, models, runtime
+from comfy_airlock.node_surface import FOLDER_ROOTS, folder_to_scan, model_kind, python_module
+from comfy_airlock.worker import describe, interrupts, models, server_shim, startup
+from comfy_airlock.worker import routes as _routes
+from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly
+from comfy_airlock.worker.server_shim import encode_preview as _encode_preview
 
 log = logging.getLogger("comfy_airlock.worker")
 
 _CONFIG: dict[str, Any] = json.loads(os.environ.get("AIRLOCK_COMFY", "{}"))
 _PACK: types.ModuleType | None = None
+_PREPARED = False
 _NODES: dict[str, type] = {}
 _DISPLAY: dict[str, str] = {}
 _V3: set[str] = set()
@@ -60,7 +64,6 @@ _NOT_MIRRORED = {
     "front_end_root",
     "enable_compress_response_body",
     "database_url",
-    "multi_user",
     "disable_all_custom_nodes",
     "whitelist_custom_nodes",
     "disable_api_nodes",
@@ -80,9 +83,10 @@ def _setup() -> None:
         # Where the host has it: first, as ComfyUI's own main.py puts its directory first.
         if comfyui not in sys.path:
             sys.path.insert(1, comfyui)
+        startup.as_main_py(comfyui, _CONFIG.get("main_file"), _CONFIG.get("argv"))
         _mirror_args(_CONFIG.get("args", {}))
         _mirror_folder_paths(_CONFIG.get("folder_paths"))
-    _install_server_stub()
+    server_shim.install()
     _register_comfy_codecs()
 
 
@@ -126,105 +130,10 @@ def _mirror_folder_paths(snapshot: dict[str, Any] | None) -> None:
         folder_paths.folder_names_and_paths[name] = (list(paths), set(exts))
 
 
-class _Routes:
-    """Collects ``@PromptServer.instance.routes.get(...)`` registrations. Routes of isolated
-    packs are not served by the host yet; registering one is harmless and logged once."""
-
-    def __init__(self) -> None:
-        self.routes: list[tuple[str, str]] = []
-
-    def _add(self, method: str, path: str, **_: Any):
-        def deco(handler):
-            self.routes.append((method, path))
-            log.warning(
-                "HTTP route %s %s of an isolated pack is not served by the host (not supported yet)",
-                method,
-                path,
-            )
-            return handler
-
-        return deco
-
-    def get(self, path: str, **kw: Any):
-        return self._add("GET", path, **kw)
-
-    def post(self, path: str, **kw: Any):
-        return self._add("POST", path, **kw)
-
-    def put(self, path: str, **kw: Any):
-        return self._add("PUT", path, **kw)
-
-    def delete(self, path: str, **kw: Any):
-        return self._add("DELETE", path, **kw)
-
-    def patch(self, path: str, **kw: Any):
-        return self._add("PATCH", path, **kw)
-
-    def route(self, method: str, path: str, **kw: Any):
-        return self._add(method, path, **kw)
-
-    def __iter__(self):
-        return iter(())
-
-
-class PromptServer:
-    """What packs use of ``server.PromptServer.instance`` in the worker. UI messages go to the
-    host's real server, for the node that is running."""
-
-    instance: PromptServer
-
-    def __init__(self) -> None:
-        self.routes = _Routes()
-        self.client_id: str | None = None
-        self.last_node_id: str | None = None
-        self.last_prompt_id: str | None = None
-        self.supports = ["custom_nodes_from_web"]
-
-    def send_sync(self, event: str, data: Any, sid: str | None = None) -> None:
-        _emit_quietly("send_sync", (event, data, sid))
-
-    def send_progress_text(self, text: str | bytes, node_id: str, sid: str | None = None) -> None:
-        if isinstance(text, (bytes, bytearray)):
-            text = bytes(text).decode("utf-8", "replace")
-        _emit_quietly("progress_text", (text, node_id, sid))
-
-    def add_on_prompt_handler(self, handler: Any) -> None:
-        log.warning("add_on_prompt_handler in an isolated pack is ignored (not supported yet)")
-
-
-def _install_server_stub() -> None:
-    module = types.ModuleType("server")
-    module.__doc__ = "comfy-airlock's stand-in for ComfyUI's server module inside a worker."
-    module.PromptServer = PromptServer  # type: ignore[attr-defined]
-    PromptServer.instance = PromptServer()
-    sys.modules["server"] = module
-
-
-def _emit_quietly(topic: str, payload: Any) -> None:
-    """UI messages outside a call, or that cannot cross, are dropped with a warning: a pack's
-    progress report must never fail its node."""
-    try:
-        runtime.emit(topic, payload)
-    except Exception as e:
-        log.warning("dropped a %s message for the host: %s", topic, e)
-
-
 def _progress_hook(value: Any, total: Any, preview: Any = None, node_id: Any = None) -> None:
     if preview is not None:
         preview = _encode_preview(preview)
     _emit_quietly("progress", (value, total, preview))
-
-
-def _encode_preview(preview: Any) -> Any:
-    """ComfyUI's previews are ``(format, PIL.Image, max_size)``: the pixels cross as an array."""
-    try:
-        fmt, image, max_size = preview
-        import numpy as np
-
-        return (fmt, np.asarray(image.convert("RGB")), max_size)
-    except Exception as e:
-        log.debug("preview not forwarded: %s", e)
-        return None
 
 
 def _register_comfy_codecs() -> None:
@@ -251,6 +160,7 @@ def _load_pack() -> None:
         return
     pack_dir = _CONFIG["pack_dir"]
     name = _CONFIG.get("module_name") or os.path.basename(pack_dir.rstrip("/"))
+    _prepare(pack_dir)
     init = os.path.join(pack_dir, "__init__.py")
     if os.path.isfile(init):
         spec = importlib.util.spec_from_file_location(
@@ -278,10 +188,28 @@ def _load_pack() -> None:
     _collect(module)
 
 
+def _prepare(pack_dir: str) -> None:
+    """What ComfyUI has done natively before it imports a custom node; once, even if the
+    pack's import fails and is retried."""
+    global _PREPARED
+    if _PREPARED:
+        return
+    _PREPARED = True
+    startup.run_prestartup(pack_dir)
+    if _CONFIG.get("comfyui_dir"):
+        startup.load_comfyui(
+            _CONFIG["comfyui_dir"], _run_async, _CONFIG.get("comfy_requirements", True)
+        )
+
+
 def _collect(module: types.ModuleType) -> None:
+    # As ComfyUI's load_custom_node does: the frontend groups nodes by it.
+    relative = python_module(_CONFIG["pack_dir"])
     mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
     if mappings is not None:
         _NODES.update(mappings)
+        for cls in mappings.values():
+            _set_module(cls, relative)
         _DISPLAY.update(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {})
         return
     entrypoint = getattr(module, "comfy_entrypoint", None)
@@ -302,119 +230,65 @@ def _collect(module: types.ModuleType) -> None:
         schema = cls.GET_SCHEMA()
         _NODES[schema.node_id] = cls
         _V3.add(schema.node_id)
+        _set_module(cls, relative)
         if schema.display_name is not None:
             _DISPLAY[schema.node_id] = schema.display_name
+
+
+def _set_module(cls: Any, relative: str) -> None:
+    try:
+        cls.RELATIVE_PYTHON_MODULE = relative
+    except (AttributeError, TypeError) as e:  # the scan reports an odd node by name
+        log.debug("RELATIVE_PYTHON_MODULE not set on %r: %s", cls, e)
 
 
 def _run_async(coro: Any) -> Any:
     global _LOOP
     if _LOOP is None:
-        _LOOP = asyncio.new_event_loop()
+        _LOOP = server_shim.event_loop()
     return _LOOP.run_until_complete(coro)
 
 
 # --- scan -----------------------------------------------------------------------------------
 
-_HIDDEN_V1 = {
-    "unique_id": "UNIQUE_ID",
-    "prompt": "PROMPT",
-    "extra_pnginfo": "EXTRA_PNGINFO",
-    "dynprompt": "DYNPROMPT",
-    "auth_token_comfy_org": "AUTH_TOKEN_COMFY_ORG",
-    "api_key_comfy_org": "API_KEY_COMFY_ORG",
-    "comfy_usage_source": "COMFY_USAGE_SOURCE",
-}
-
-
-def _plain(value: Any, where: str) -> Any:
-    """Metadata as plain values; anything else becomes its ``str`` (logged), since the host
-    only needs to show and validate it."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, tuple):
-        return tuple(_plain(v, where) for v in value)
-    if isinstance(value, list):
-        return [_plain(v, where) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v, where) for k, v in value.items()}
-    if isinstance(value, (set, frozenset)):
-        return [_plain(v, where) for v in value]
-    log.warning("%s: %r is not plain data; the host sees its text", where, type(value).__name__)
-    return str(value)
-
-
-def _argspec(fn: Any) -> dict[str, Any] | None:
-    if fn is None:
-        return None
-    spec = inspect.getfullargspec(fn)
-    return {"args": list(spec.args), "varkw": spec.varkw is not None}
-
-
-def _describe_v1(node_id: str, cls: type) -> dict[str, Any]:
-    meta: dict[str, Any] = {"kind": "v1", "INPUT_TYPES": _plain(cls.INPUT_TYPES(), node_id)}
-    for attr in (*NODE_ATTRS, "FUNCTION"):
-        if hasattr(cls, attr):
-            meta[attr] = _plain(getattr(cls, attr), f"{node_id}.{attr}")
-    meta["methods"] = {
-        "IS_CHANGED": _argspec(getattr(cls, "IS_CHANGED", None)),
-        "VALIDATE_INPUTS": _argspec(getattr(cls, "VALIDATE_INPUTS", None)),
-        "check_lazy_status": _argspec(getattr(cls, "check_lazy_status", None)),
-    }
-    return meta
-
-
-def _describe_v3(node_id: str, cls: type) -> dict[str, Any]:
-    from comfy_api.internal import first_real_override
-
-    info = cls.GET_NODE_INFO_V1()
-    inputs = dict(info["input"])
-    hidden = inputs.pop("hidden", None) or {}
-    # V3 writes hidden inputs as {name: (VALUE,)}; ComfyUI's V1 path wants {name: "VALUE"}.
-    if hidden:
-        inputs["hidden"] = {k: _HIDDEN_V1.get(k, k.upper()) for k in hidden}
-    meta: dict[str, Any] = {
-        "kind": "v3",
-        "INPUT_TYPES": _plain(inputs, node_id),
-        "RETURN_TYPES": tuple(info["output"]),
-        "RETURN_NAMES": tuple(info["output_name"]),
-        "OUTPUT_IS_LIST": tuple(info["output_is_list"]),
-        "INPUT_IS_LIST": bool(info["is_input_list"]),
-        "OUTPUT_NODE": bool(info["output_node"]),
-        "CATEGORY": info["category"],
-        "DESCRIPTION": info["description"] or "",
-        "FUNCTION": "execute",
-        "DEPRECATED": bool(info["deprecated"]),
-        "EXPERIMENTAL": bool(info["experimental"]),
-        "DEV_ONLY": bool(info.get("dev_only")),
-        "API_NODE": bool(info["api_node"]),
-        "HAS_INTERMEDIATE_OUTPUT": bool(info.get("has_intermediate_output")),
-        "NOT_IDEMPOTENT": bool(getattr(cls, "NOT_IDEMPOTENT", False)),
-    }
-    if any(t is not None for t in info.get("output_tooltips") or []):
-        meta["OUTPUT_TOOLTIPS"] = tuple(info["output_tooltips"])
-    if info.get("search_aliases"):
-        meta["SEARCH_ALIASES"] = list(info["search_aliases"])
-    if info.get("essentials_category"):
-        meta["ESSENTIALS_CATEGORY"] = info["essentials_category"]
-    meta["methods"] = {
-        "IS_CHANGED": _argspec(first_real_override(cls, "fingerprint_inputs")),
-        "VALIDATE_INPUTS": _argspec(first_real_override(cls, "validate_inputs")),
-        "check_lazy_status": _argspec(first_real_override(cls, "check_lazy_status")),
-    }
-    return _plain(meta, node_id)
-
 
 def scan() -> dict[str, Any]:
-    """Every node of the pack, as the host needs it to build proxies."""
+    """Every node of the pack, as the host needs it to build proxies; the nodes ComfyUI could
+    not describe either, by name with the reason; the ``folder_paths`` names the pack
+    registered (its prestartup script or its import), for the host to register too."""
     _load_pack()
     models.publish()
     nodes: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
     for node_id, cls in _NODES.items():
-        describe = _describe_v3 if node_id in _V3 else _describe_v1
-        meta = describe(node_id, cls)
+        try:
+            meta = describe.describe(node_id, cls, node_id in _V3)
+        except describe.OddNode as e:
+            skipped[node_id] = str(e)
+            continue
         meta["display_name"] = _DISPLAY.get(node_id)
         nodes[node_id] = meta
-    return {"nodes": nodes}
+    return {
+        "nodes": nodes,
+        "skipped": skipped,
+        "folders": _added_folders(),
+        "routes": _routes.describe(),
+    }
+
+
+def _added_folders() -> dict[str, Any]:
+    """``folder_paths`` entries that differ from the host's snapshot this worker started with."""
+    fp = sys.modules.get("folder_paths")
+    if fp is None:
+        return {}
+    before = (_CONFIG.get("folder_paths") or {}).get("folder_names_and_paths") or {}
+    roots = {name: getattr(fp, name, None) for name in FOLDER_ROOTS}
+    added = {}
+    for name, (paths, exts) in fp.folder_names_and_paths.items():
+        old = before.get(name)
+        if old is None or list(paths) != list(old[0]) or set(exts) != set(old[1]):
+            added[name] = [[folder_to_scan(p, roots) for p in paths], sorted(exts)]
+    return added
 
 
 # --- calls ----------------------------------------------------------------------------------

@@ -7,7 +7,9 @@ samplers, progress bars and well-behaved packs. Both read a module global under
 same ComfyUI tree, never the host's process) gets a stand-in for the mutex: whenever a check
 takes it, it folds in the flag the host raised in the worker's signal page. So every check a
 node makes sees the host's cancel at once, including checks from functions a pack imported by
-name, with no thread, no message and no lock beyond the one the check already takes.
+name, with no thread, no message and no lock beyond the one the check already takes. The
+stand-in goes on the moment the module is imported (:mod:`comfy_airlock.worker.on_import`),
+so a node that imports it inside its function checks against it in that same call.
 
 A node that never checks is stopped by the host's escalation instead: SIGINT, which the
 handler below turns into ComfyUI's own ``InterruptProcessingException`` in the running node,
@@ -20,6 +22,8 @@ import signal
 import sys
 import threading
 from typing import Any
+
+from comfy_airlock.worker.on_import import after_import
 
 _link: Any = None
 
@@ -61,14 +65,19 @@ def install(link: Any) -> None:
     _link = link
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _on_sigint)
-    attach_comfy()
+    after_import("comfy.model_management", _attach)
 
 
 def attach_comfy() -> None:
-    """Puts the gate on the worker's ``comfy.model_management`` once it is imported (checked
-    at every node call: a pack may import it late)."""
+    """Puts the gate on the worker's ``comfy.model_management`` if it is imported and has none
+    (again at every node call, in case a pack replaced the module's lock)."""
     mm = sys.modules.get("comfy.model_management")
-    if mm is None or _link is None:
+    if mm is not None:
+        _attach(mm)
+
+
+def _attach(mm: Any) -> None:
+    if _link is None:
         return
     lock = getattr(mm, "interrupt_processing_mutex", None)
     if lock is None or isinstance(lock, _Gate):

@@ -222,3 +222,91 @@ def forge_release(segment, offset, length):
 
     runtime._link.lane.release(0, segment, offset, length)
     return True
+
+
+# --- a hostile peer's shared memory -------------------------------------------------------------
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+SEGMENT_VARIANT = 6  # Message::Segment in the wire's enum order
+
+
+def announce_segments(count, nbytes, first_id=1000):
+    """Announces ``count`` segments of ``nbytes`` with raw ``Segment`` frames, each with its
+    fd: memfds that are sealed as the host requires but sparse (``ftruncate``, not one page
+    allocated), named like the worker's own so the leak checker counts them. Stops quietly
+    when the host hangs up (it refuses what it must). Returns how many went out."""
+    import fcntl
+    import struct
+
+    sock = socket.socket(fileno=os.dup(_call_lane_fd()))
+    sent = 0
+    try:
+        for i in range(count):
+            sid = first_id + i
+            fd = os.memfd_create(f"airlock-worker-{os.getpid()}-{sid}", os.MFD_ALLOW_SEALING)
+            try:
+                os.ftruncate(fd, nbytes)
+                seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+                body = bytes([SEGMENT_VARIANT]) + _varint(sid) + _varint(nbytes)
+                frame = struct.pack("<I", len(body)) + body
+                rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))]
+                sock.sendmsg([frame], rights)
+                sent += 1
+            except OSError:
+                return sent  # the host refused and closed the lane
+            finally:
+                os.close(fd)
+    finally:
+        sock.close()
+    return sent
+
+
+def sparse_tensor(nbytes, segment_id, length=16):
+    """Announces one sparse segment of ``nbytes`` and returns a ``length``-byte tensor whose
+    descriptor points at its start: the encoder is made to describe the forged region instead
+    of copying into the worker's own pool (once, then it is put back)."""
+    from comfy_airlock import values
+
+    announce_segments(1, nbytes, segment_id)
+    honest = values._encode_numpy
+
+    def forged(lane, np_, a):
+        values._encode_numpy = honest
+        region = (1, segment_id, 0, length)
+        return ("t", "numpy", "uint8", (length,), (1,), region, "cpu")
+
+    values._encode_numpy = forged
+    return np.zeros(length, dtype=np.uint8)
+
+
+def make_bytes(nbytes, fill):
+    return bytes([fill]) * nbytes
+
+
+def make_text(nchars, char):
+    return char * nchars
+
+
+def many_ints(n):
+    return list(range(n))
+
+
+def nested(levels):
+    v = 7
+    for _ in range(levels):
+        v = [v]
+    return v
+
+
+def pid():
+    return os.getpid()

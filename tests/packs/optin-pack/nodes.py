@@ -14,7 +14,9 @@ class OptInEcho:
         return {"required": {"text": ("STRING", {"default": "hi"})}}
 
     def echo(self, text):
-        return (f"optin:{text}:worker={os.environ.get('AIRLOCK_WORKER')}:{sys.prefix}",)
+        worker = os.environ.get("AIRLOCK_WORKER")
+        prestartup = os.environ.get("OPTIN_PRESTARTUP")
+        return (f"optin:{text}:worker={worker}:prestartup={prestartup}:{sys.prefix}",)
 
 
 NODE_CLASS_MAPPINGS = {"OptInEcho": OptInEcho}

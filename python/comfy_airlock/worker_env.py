@@ -1,5 +1,6 @@
-"""The environment a pack's worker starts with: an allow-list of the host's variables, not a
-copy of them.
+"""The environment a worker starts with: an allow-list of the host's variables, not a copy of
+them. Every pack's worker gets it, and so does ``comfy_airlock.Worker(env=None)``, the default;
+``Worker(env=INHERIT_ENV)`` opts out and passes the host's whole environment.
 
 ComfyUI's process often holds secrets in its environment: API keys for paid nodes
 (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), ``HF_TOKEN``, cloud credentials
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Final
 
 EXACT = frozenset(
     {
@@ -121,6 +123,17 @@ PREFIXES = (
 )
 
 SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "CREDENTIAL", "PRIVATE_KEY")
+
+
+class InheritEnv:
+    """The type of :data:`INHERIT_ENV`."""
+
+    def __repr__(self) -> str:
+        return "comfy_airlock.INHERIT_ENV"
+
+
+#: ``Worker(env=INHERIT_ENV)``: the worker gets every variable of the host, secrets included.
+INHERIT_ENV: Final = InheritEnv()
 
 #: The operator's additions to the allow-list.
 EXTRA_ENV = "AIRLOCK_WORKER_ENV"

@@ -1,0 +1,103 @@
+"""The host's answers to a worker's ``server`` stand-in (worker/server_shim.py): the live ids
+of ComfyUI's server, its prompt queue, and ``send_sync`` data made whole again.
+
+Questions are answered on the thread that waits for the worker's call (a node's, inside
+ComfyUI's execution, or a forwarded route's), so what they read is what that call would have
+read in-process.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+# What a worker may call on the host's PromptQueue (no method taking a function: none can
+# cross). ``get_flags`` is left out: it resets the flags ComfyUI's prompt worker acts on.
+_QUEUE_METHODS = {
+    "get_current_queue",
+    "get_current_queue_volatile",
+    "get_tasks_remaining",
+    "get_history",
+    "put",
+    "set_flag",
+    "interrupt_if_running",
+    "wipe_queue",
+    "wipe_history",
+    "delete_history_item",
+}
+_QUEUE_ATTRS = {"currently_running", "history", "queue"}
+# upstream's BinaryEventTypes (protocol.py)
+_UNENCODED_PREVIEW_IMAGE = 2
+_PREVIEW_IMAGE_WITH_METADATA = 4
+
+
+def prompt_server() -> Any:
+    server = sys.modules.get("server")
+    return getattr(getattr(server, "PromptServer", None), "instance", None)
+
+
+def answer(payload: Any) -> Any:
+    """The answer to ``server?``; an error is a ``{"error": ...}`` the worker raises."""
+    server = prompt_server()
+    op = (payload or {}).get("op")
+    if server is None:
+        return {"error": "ComfyUI's server is not running in this host"}
+    if op == "ids":
+        return {
+            "client_id": server.client_id,
+            "last_node_id": server.last_node_id,
+            "last_prompt_id": getattr(server, "last_prompt_id", None),
+            "number": server.number,
+        }
+    if op == "set_number":
+        server.number = int(payload["value"])
+        return None
+    if op == "queue":
+        return _queue(server.prompt_queue, payload)
+    return {"error": f"unknown question to the server: {op!r}"}
+
+
+def _queue(queue: Any, payload: dict[str, Any]) -> Any:
+    method = payload.get("method")
+    if method in _QUEUE_ATTRS:
+        with queue.mutex:
+            value = getattr(queue, method)
+            value = dict(value) if isinstance(value, dict) else list(value)
+        return _without_secrets(value)
+    if method not in _QUEUE_METHODS:
+        return {"error": f"prompt_queue.{method} cannot be called from an isolated pack"}
+    result = getattr(queue, method)(*payload.get("args", ()), **payload.get("kwargs", {}))
+    return _without_secrets(result)
+
+
+def _without_secrets(value: Any) -> Any:
+    """Queue items are ``(number, prompt_id, prompt, extra_data, outputs, sensitive)``: the
+    sixth holds what ComfyUI keeps from everyone (API keys), so a worker gets it empty."""
+    if isinstance(value, tuple) and len(value) >= 6 and isinstance(value[1], str):
+        return (*value[:5], {}, *value[6:])
+    if isinstance(value, (list, tuple)):
+        return type(value)(_without_secrets(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _without_secrets(v) for k, v in value.items()}
+    return value
+
+
+DROP = object()
+
+
+def ui_data(event: Any, data: Any) -> Any:
+    """``send_sync`` data as upstream's ``send`` expects it: previews as PIL images. A preview
+    that cannot be made whole is ``DROP``: upstream's publish loop would die on it."""
+    from comfy_airlock.host.pack import _preview
+
+    if event == _UNENCODED_PREVIEW_IMAGE:
+        image = _preview(data)
+        return DROP if image is None else image
+    if event == _PREVIEW_IMAGE_WITH_METADATA:
+        try:
+            preview, metadata = data
+        except (TypeError, ValueError):
+            return DROP
+        image = _preview(preview)
+        return DROP if image is None else (image, metadata)
+    return data

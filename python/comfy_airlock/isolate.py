@@ -1,0 +1,269 @@
+"""``airlock isolate PACK``: turns a pack in ``custom_nodes/`` into an isolated one, and
+``airlock isolate --undo PACK`` turns it back.
+
+Isolating moves the pack to ``isolated_nodes/`` (ComfyUI never imports that folder; the
+custom node does, through workers), writes its ``airlock.toml`` from its ``requirements.txt``
+and ``pyproject.toml`` (unless it has a config of its own), builds its environment and reads
+its nodes in its worker, as ComfyUI will. Any failure puts every file back where it was.
+
+What ``isolate`` changed is recorded in the pack (``.airlock-isolate.json``) so that ``--undo``
+restores exactly the prior state: it removes the ``airlock.toml`` it wrote (kept, renamed, when
+the user edited it since) and never one the pack had.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from comfy_airlock import env as airlock_env
+from comfy_airlock import install, pack_requirements, places
+
+MARKER = ".airlock-isolate.json"
+AIRLOCK_TOML = "airlock.toml"
+CONFIGS = ("airlock.toml", "comfy-env.toml", "nodes/comfy-env.toml")
+HEADER = (
+    "Written by `airlock isolate` from {sources}.\n"
+    "Edit it freely (docs/user-guide.md, section 4); `airlock isolate --undo {name}` removes it."
+)
+
+
+class IsolateError(RuntimeError):
+    """Why a pack could not be isolated or given back (the message names the pack)."""
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _existing(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
+
+
+def _pack_name(arg: str) -> str:
+    name = Path(arg.rstrip("/")).name
+    if not name or name in (".", ".."):
+        raise IsolateError(f"{arg!r} is not a pack name")
+    return name
+
+
+def _listing(folder: Path) -> str:
+    names = [
+        d.name
+        for d in sorted(folder.iterdir())
+        if d.is_dir() and not d.name.startswith((".", "__")) and not install.is_our_custom_node(d)
+    ]
+    return ", ".join(names) if names else "none"
+
+
+def check_isolatable(place: places.Place, name: str) -> tuple[Path, Path]:
+    """(source, destination) of the pack ``name``, or :class:`IsolateError` saying why not."""
+    src, dst = place.custom_nodes / name, place.isolated_nodes / name
+    if _existing(dst):
+        both = f", and custom_nodes/{name} exists too: remove one" if _existing(src) else ""
+        raise IsolateError(f"{name}: already isolated: {dst} exists{both}")
+    if not _existing(src):
+        known = _listing(place.custom_nodes) if place.custom_nodes.is_dir() else "none"
+        raise IsolateError(f"{name}: no such pack in {place.custom_nodes} (packs there: {known})")
+    if not src.is_dir():
+        raise IsolateError(
+            f"{name}: {src} is a single file; only a pack folder can be isolated (put it in a "
+            "folder with an __init__.py that imports it)"
+        )
+    if install.is_our_custom_node(src):
+        raise IsolateError(f"{name}: this is comfy-airlock's own custom node, not a pack")
+    return src, dst
+
+
+def _write_config(src: Path, name: str) -> tuple[str | None, list[str]]:
+    """Writes the pack's ``airlock.toml`` unless it has a config; returns (its sha256 when
+    written, lines to print)."""
+    own = [c for c in CONFIGS if (src / c).is_file()]
+    if own:
+        return None, [f"{name}: uses its own {own[0]}"]
+    try:
+        needs = pack_requirements.read_pack_needs(src)
+    except pack_requirements.RequirementsError as e:
+        raise IsolateError(f"{name}: {e}") from e
+    sources = " and ".join(needs.sources) or "nothing (the pack lists no requirements)"
+    text = pack_requirements.airlock_toml(needs, HEADER.format(sources=sources, name=name))
+    path = src / AIRLOCK_TOML
+    path.write_text(text, encoding="utf-8")
+    deps = ", ".join(needs.dependencies) or "none"
+    lines = [f"{name}: wrote {AIRLOCK_TOML} from {sources}: dependencies: {deps}"]
+    lines += [f"{name}: note: {n}" for n in needs.notes]
+    return _sha(path), lines
+
+
+def _move(src: Path, dst: Path) -> None:
+    # shutil.move renames (a link stays a link) and copies only across filesystems.
+    shutil.move(str(src), str(dst))
+
+
+class _Undo:
+    """What to put back, newest first, if a later step fails."""
+
+    def __init__(self) -> None:
+        self.steps: list[Callable[[], None]] = []
+
+    def __call__(self) -> None:
+        for step in reversed(self.steps):
+            with contextlib.suppress(OSError):
+                step()
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _progress() -> Callable[[str], None] | None:
+    # A terminal gets the core's spinner; a log gets its phase lines.
+    return None if sys.stderr.isatty() else (lambda line: print(line, file=sys.stderr))
+
+
+def _scan(name: str, dst: Path, info: Any, comfyui: Path | None) -> dict[str, Any]:
+    from comfy_airlock.host.pack import IsolatedPack
+
+    pack = IsolatedPack.from_env(name, str(dst), info, str(comfyui) if comfyui else None)
+    try:
+        pack.sandbox_rules(str(comfyui) if comfyui else None)
+        return pack.scan()
+    finally:
+        pack.close()
+
+
+def _nodes_lines(name: str, meta: dict[str, Any], info: Any) -> list[str]:
+    nodes = meta.get("nodes") or {}
+    lines = [f"{name}: {len(nodes)} node(s), running in Python {info['python_version']}:"]
+    for node_id, m in sorted(nodes.items()):
+        shown = m.get("display_name")
+        lines.append(f"  {node_id}" + (f" ({shown})" if shown and shown != node_id else ""))
+    return lines
+
+
+def isolate(place: places.Place, name: str, say: Callable[[str], None] = _say) -> None:
+    """Isolates the pack ``name``; raises :class:`IsolateError` with everything put back."""
+    src, dst = check_isolatable(place, name)
+    undo = _Undo()
+    try:
+        made_folder = not place.isolated_nodes.exists()
+        if made_folder:
+            place.isolated_nodes.mkdir()
+            undo.steps.append(place.isolated_nodes.rmdir)
+        written, lines = _write_config(src, name)
+        if written:
+            undo.steps.append((src / AIRLOCK_TOML).unlink)
+        for line in lines:
+            say(line)
+        try:
+            airlock_env.pack_config(src)
+        except airlock_env.ConfigError as e:
+            raise IsolateError(str(e)) from e
+        marker = {"airlock_toml_sha256": written, "made_isolated_nodes": made_folder}
+        (src / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+        undo.steps.append((src / MARKER).unlink)
+        _move(src, dst)
+        undo.steps.append(lambda: _move(dst, src))
+        say(f"{name}: moved to {dst}")
+        info = _build(name, dst, place, say)
+        try:
+            meta = _scan(name, dst, info, place.comfyui)
+        except Exception as e:
+            raise IsolateError(f"{name}: its nodes could not be read in its worker: {e}") from e
+    except BaseException:
+        undo()
+        raise
+    for line in _nodes_lines(name, meta, info):
+        say(line)
+    if install.find_custom_node(place.custom_nodes) is None:
+        say("note: comfy-airlock's custom node is not in custom_nodes/: run `airlock install`")
+    say(f"Restart ComfyUI: {name} now runs in its own process, out of ComfyUI's.")
+
+
+def _build(name: str, dst: Path, place: places.Place, say: Callable[[str], None]) -> Any:
+    from comfy_airlock.cli import bundled_uv
+
+    try:
+        info = airlock_env.ensure_env(
+            dst,
+            comfyui_dir=place.comfyui,
+            uv=bundled_uv(),
+            host_python=sys.executable,
+            progress=_progress(),
+        )
+    except airlock_env.EnvError as e:
+        log = getattr(e, "log_path", None)
+        raise IsolateError(f"{e}" + (f" (full log: {log})" if log else "")) from e
+    how = "built" if info["built"] else "up to date"
+    say(f"{name}: environment {how}: {info['env_dir']}")
+    return info
+
+
+def undo_isolate(place: places.Place, name: str, say: Callable[[str], None] = _say) -> None:
+    """Moves the isolated pack ``name`` back to ``custom_nodes/`` as it was before."""
+    src, dst = place.isolated_nodes / name, place.custom_nodes / name
+    if not _existing(src):
+        where = " (it is in custom_nodes/, not isolated)" if _existing(dst) else ""
+        known = _listing(place.isolated_nodes) if place.isolated_nodes.is_dir() else "none"
+        raise IsolateError(
+            f"{name}: no such pack in {place.isolated_nodes}{where} (packs there: {known})"
+        )
+    if _existing(dst):
+        raise IsolateError(f"{name}: {dst} exists already: move it away first")
+    marker_path = src / MARKER
+    try:
+        marker = json.loads(marker_path.read_text()) if marker_path.is_file() else None
+    except (OSError, ValueError) as e:
+        raise IsolateError(f"{name}: {marker_path} cannot be read: {e}") from e
+    _move(src, dst)
+    say(f"{name}: moved back to {dst}")
+    if marker is None:
+        say(f"{name}: it was not isolated by `airlock isolate`: its files are unchanged")
+        return
+    wrote = marker.get("airlock_toml_sha256")
+    toml = dst / AIRLOCK_TOML
+    if wrote and toml.is_file():
+        if _sha(toml) == wrote:
+            toml.unlink()
+            say(f"{name}: removed the {AIRLOCK_TOML} `airlock isolate` wrote")
+        else:
+            kept = toml.with_name(AIRLOCK_TOML + ".edited")
+            toml.rename(kept)
+            say(f"{name}: you edited its {AIRLOCK_TOML}: kept as {kept.name}")
+    (dst / MARKER).unlink(missing_ok=True)
+    if marker.get("made_isolated_nodes"):
+        with contextlib.suppress(OSError):  # only when empty: other packs stay isolated
+            place.isolated_nodes.rmdir()
+    say(f"Restart ComfyUI: it imports {name} into its own process again.")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="airlock isolate",
+        description="Move a pack from custom_nodes/ to isolated_nodes/, write its airlock.toml "
+        "from its requirements, build its environment and list its nodes.",
+    )
+    parser.add_argument("pack", metavar="PACK", help="the pack's folder name in custom_nodes/")
+    parser.add_argument(
+        "--undo", action="store_true", help="move an isolated pack back to custom_nodes/"
+    )
+    places.add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        place = places.resolve(args.comfyui, args.base)
+        name = _pack_name(args.pack)
+        (undo_isolate if args.undo else isolate)(place, name)
+    except (places.PlaceError, IsolateError, OSError) as e:
+        print(f"airlock isolate: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("airlock isolate: interrupted; the pack is where it was", file=sys.stderr)
+        return 130
+    return 0

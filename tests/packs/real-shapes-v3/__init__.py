@@ -1,0 +1,107 @@
+"""Test pack: V3 nodes, with the schema fields whose /object_info form differs between a V3
+class and a V1 one (deprecated/experimental false, tooltips, no search aliases, hidden
+inputs), an override of each optional method, and nodes whose outputs compare bit for bit."""
+
+import hashlib
+
+import torch
+from comfy_api.latest import ComfyExtension, io
+
+
+class V3Repeat(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Repeat",
+            display_name="Shapes V3 Repeat",
+            category="airlock shapes/v3",
+            description="Repeats its text; says which node it is.",
+            inputs=[
+                io.String.Input("text", default="ab", tooltip="what to repeat"),
+                io.Int.Input("times", default=2, min=1, max=8),
+                io.Combo.Input("sep", options=["-", "+", " "], default="-"),
+            ],
+            outputs=[io.String.Output(display_name="repeated", tooltip="text, times over")],
+            hidden=[io.Hidden.unique_id],
+        )
+
+    @classmethod
+    def validate_inputs(cls, times):
+        return True if times != 7 else "7 is refused"
+
+    @classmethod
+    def execute(cls, text, times, sep):
+        return io.NodeOutput(sep.join([text] * times) + f"@{cls.hidden.unique_id}")
+
+
+class V3Noise(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Noise",
+            category="airlock shapes/v3",
+            search_aliases=["random image"],
+            inputs=[io.Int.Input("seed", default=3, min=0, max=1000)],
+            outputs=[io.Image.Output(), io.Int.Output(display_name="seed")],
+        )
+
+    @classmethod
+    def fingerprint_inputs(cls, seed):
+        return seed
+
+    @classmethod
+    def execute(cls, seed):
+        g = torch.Generator().manual_seed(seed)
+        return io.NodeOutput(torch.rand((1, 16, 16, 3), generator=g), seed)
+
+
+class V3Digest(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Digest",
+            display_name="Shapes V3 Digest",
+            category="airlock shapes/v3",
+            is_output_node=True,
+            is_experimental=True,
+            inputs=[
+                io.Image.Input("image"),
+                io.String.Input("label", default="", optional=True, lazy=True),
+            ],
+            outputs=[],
+        )
+
+    @classmethod
+    def check_lazy_status(cls, image, label=None):
+        return ["label"] if label is None else []
+
+    @classmethod
+    def execute(cls, image, label=""):
+        data = image.detach().cpu().contiguous().numpy().tobytes()
+        return io.NodeOutput(ui={"text": [label, hashlib.sha256(data).hexdigest()]})
+
+
+class V3Old(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Old",
+            display_name="Shapes V3 Old",
+            category="airlock shapes/v3",
+            is_deprecated=True,
+            inputs=[io.Float.Input("x", default=1.5, step=0.5)],
+            outputs=[io.Float.Output()],
+        )
+
+    @classmethod
+    def execute(cls, x):
+        return io.NodeOutput(x * 2)
+
+
+class ShapesV3Extension(ComfyExtension):
+    async def get_node_list(self):
+        return [V3Repeat, V3Noise, V3Digest, V3Old]
+
+
+async def comfy_entrypoint():
+    return ShapesV3Extension()

@@ -1,0 +1,171 @@
+"""``airlock isolate`` and ``airlock isolate --undo``, run as a user runs them: the real command
+in a subprocess, environments built by the real uv, nodes read in a real worker.
+
+The "ComfyUI" here is a folder the commands recognize (``main.py``, ``comfy/`` and a
+``requirements.txt`` of one small package), so that builds stay small; the whole path through
+the real ComfyUI is tests/comfyui/test_wheel_install.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+from conftest import ROOT
+
+PLAIN = ROOT / "tests" / "packs" / "plain-pack"
+
+
+@pytest.fixture
+def comfy(tmp_path: Path) -> Path:
+    """A ComfyUI folder (also the base holding custom_nodes/ and isolated_nodes/)."""
+    d = tmp_path / "ComfyUI"
+    (d / "comfy").mkdir(parents=True)
+    (d / "main.py").write_text("")
+    (d / "requirements.txt").write_text("six\n")
+    (d / "custom_nodes").mkdir()
+    (d / "isolated_nodes").mkdir()
+    return d
+
+
+def airlock(comfy: Path, *args: str, home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "AIRLOCK_HOME": str(home)}
+    env.pop("COMFYUI_DIR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "comfy_airlock.cli", *args, "--comfyui", str(comfy)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every path under ``root`` with its content's hash (folders and links too)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if "__pycache__" in p.parts:
+            continue
+        rel = str(p.relative_to(root))
+        if p.is_symlink():
+            out[rel] = "link:" + os.readlink(p)
+        elif p.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def add_pack(comfy: Path, name: str, files: dict[str, str] | None = None) -> Path:
+    dst = comfy / "custom_nodes" / name
+    shutil.copytree(PLAIN, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    for rel, text in (files or {}).items():
+        (dst / rel).write_text(text)
+    return dst
+
+
+def test_isolate_writes_airlock_toml_builds_lists_nodes_and_undo_restores(comfy, tmp_path):
+    pyproject = '[project]\nname = "plain-pack"\ndependencies = ["six>=1.16", "idna"]\n'
+    add_pack(comfy, "plain-pack", {"pyproject.toml": pyproject})
+    (comfy / "isolated_nodes").rmdir()  # isolate makes it, --undo removes it again
+    before = snapshot(comfy)
+    r = airlock(comfy, "isolate", "plain-pack", home=tmp_path / "home")
+    assert r.returncode == 0, r.stderr + r.stdout
+    pack = comfy / "isolated_nodes" / "plain-pack"
+    assert not (comfy / "custom_nodes" / "plain-pack").exists()
+    config = tomllib.loads((pack / "airlock.toml").read_text())
+    assert config["dependencies"] == ["six>=1.16", "idna"]
+    assert "from requirements.txt and pyproject.toml" in r.stdout
+    # Read in its worker, from its own environment: the node module imports six there.
+    assert "1 node(s)" in r.stdout and "PlainWhere (Plain: where am I)" in r.stdout
+    assert "environment built" in r.stdout
+    assert "resolving" in r.stderr  # the build's progress lines
+
+    r = airlock(comfy, "isolate", "--undo", "plain-pack", home=tmp_path / "home")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "removed the airlock.toml" in r.stdout
+    assert snapshot(comfy) == before
+
+
+def test_undo_keeps_a_config_the_pack_had_and_an_edited_one(comfy, tmp_path):
+    own = 'dependencies = ["six"]  # the author\'s own\n'
+    add_pack(comfy, "own-config", {"airlock.toml": own})
+    add_pack(comfy, "edited")
+    before = snapshot(comfy)
+    home = tmp_path / "home"
+    r = airlock(comfy, "isolate", "own-config", home=home)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "uses its own airlock.toml" in r.stdout
+    r = airlock(comfy, "isolate", "edited", home=home)
+    assert r.returncode == 0, r.stderr + r.stdout
+    edited = comfy / "isolated_nodes" / "edited" / "airlock.toml"
+    edited.write_text(edited.read_text() + "call-deadline = 60\n")
+    for name in ("own-config", "edited"):
+        r = airlock(comfy, "isolate", "--undo", name, home=home)
+        assert r.returncode == 0, r.stderr + r.stdout
+    assert (comfy / "custom_nodes" / "own-config" / "airlock.toml").read_text() == own
+    kept = comfy / "custom_nodes" / "edited" / "airlock.toml.edited"
+    assert "call-deadline = 60" in kept.read_text()
+    kept.unlink()
+    assert snapshot(comfy) == before
+
+
+def test_no_such_pack(comfy, tmp_path):
+    add_pack(comfy, "plain-pack")
+    before = snapshot(comfy)
+    r = airlock(comfy, "isolate", "no-such-pack", home=tmp_path / "home")
+    assert r.returncode == 1
+    assert "no-such-pack: no such pack in" in r.stderr
+    assert "packs there: plain-pack" in r.stderr
+    assert snapshot(comfy) == before
+    r = airlock(comfy, "isolate", "--undo", "plain-pack", home=tmp_path / "home")
+    assert r.returncode == 1
+    assert "it is in custom_nodes/, not isolated" in r.stderr
+    assert snapshot(comfy) == before
+
+
+def test_a_pack_already_isolated(comfy, tmp_path):
+    add_pack(comfy, "plain-pack")
+    shutil.copytree(PLAIN, comfy / "isolated_nodes" / "plain-pack")
+    before = snapshot(comfy)
+    r = airlock(comfy, "isolate", "plain-pack", home=tmp_path / "home")
+    assert r.returncode == 1
+    assert "plain-pack: already isolated" in r.stderr
+    assert "custom_nodes/plain-pack exists too" in r.stderr
+    assert snapshot(comfy) == before
+
+
+def test_a_requirement_that_does_not_resolve_leaves_everything_as_it_was(comfy, tmp_path):
+    add_pack(comfy, "bad-req", {"requirements.txt": "airlock-no-such-package-xyz==1.0\n"})
+    (comfy / "isolated_nodes").rmdir()  # made by isolate, so removed again on failure
+    before = snapshot(comfy)
+    r = airlock(comfy, "isolate", "bad-req", home=tmp_path / "home")
+    assert r.returncode == 1, r.stdout
+    assert "bad-req" in r.stderr and "airlock-no-such-package-xyz" in r.stderr
+    assert "full log:" in r.stderr
+    assert snapshot(comfy) == before
+
+
+def test_a_pack_whose_nodes_fail_to_import_is_put_back(comfy, tmp_path):
+    add_pack(comfy, "broken-import", {"nodes.py": "raise ImportError('missing libfoo.so')\n"})
+    before = snapshot(comfy)
+    r = airlock(comfy, "isolate", "broken-import", home=tmp_path / "home")
+    assert r.returncode == 1, r.stdout
+    assert "broken-import: its nodes could not be read in its worker" in r.stderr
+    assert "missing libfoo.so" in r.stderr
+    assert snapshot(comfy) == before
+
+
+def test_a_requirements_line_airlock_toml_cannot_hold(comfy, tmp_path):
+    add_pack(comfy, "editable", {"requirements.txt": "six\n-e ./vendored\n"})
+    before = snapshot(comfy)
+    r = airlock(comfy, "isolate", "editable", home=tmp_path / "home")
+    assert r.returncode == 1
+    assert "editable: requirements.txt, line 2: an editable install" in r.stderr
+    assert snapshot(comfy) == before

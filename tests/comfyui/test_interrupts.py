@@ -19,6 +19,22 @@ TEST_PACKS = REPO / "tests" / "packs"
 AIRLOCK_HOME = Path(os.environ.get("AIRLOCK_TEST_HOME") or REPO / ".cache" / "test-airlock-home")
 
 
+def _late_pack(dest: Path) -> Path:
+    """interrupt-late with its dependencies pinned to what the host has installed (the same
+    files in uv's cache, no new download)."""
+    import importlib.metadata
+    import shutil
+
+    import tomllib
+
+    shutil.copytree(TEST_PACKS / "interrupt-late", dest)
+    config = dest / "airlock.toml"
+    deps = tomllib.loads(config.read_text())["dependencies"]
+    pins = [f"{d}=={importlib.metadata.version(d)}" for d in deps]
+    config.write_text(f"comfy = false\ndependencies = {pins!r}\n".replace("'", '"'))
+    return dest
+
+
 @pytest.fixture(scope="module")
 def server(comfyui_dir, tmp_path_factory):
     base = make_base_dir(
@@ -28,7 +44,7 @@ def server(comfyui_dir, tmp_path_factory):
             "interrupt-nodes": TEST_PACKS / "interrupt-nodes",
             "deadline-nodes": TEST_PACKS / "deadline-nodes",
             "interrupt-styles": TEST_PACKS / "interrupt-styles",
-            "interrupt-late": TEST_PACKS / "interrupt-late",
+            "interrupt-late": _late_pack(tmp_path_factory.mktemp("late") / "interrupt-late"),
         },
     )
     env = {

@@ -15,7 +15,8 @@ user, model and asset managers. So this module gives the same names with this sp
   ``web.RouteTableDef``). The scan reports what the pack registered on them; the host mounts
   those routes and forwards their requests here (``worker/routes.py``).
 - **Upstream's own**: ``user_manager`` (``app.user_manager.UserManager``, over the host's
-  user directory and ``--multi-user``).
+  user directory and ``--multi-user``) and ``node_replace_manager`` (local: ComfyUI does not
+  apply an isolated pack's node replacements).
 - **Present, local**: ``supports``, ``loop`` (the worker's event loop), ``messages``,
   ``sockets``, ``on_prompt_handlers``, ``client_session`` and ``web_root`` (None).
 - Everything else raises an ``AttributeError`` that says this is the worker's stand-in.
@@ -196,6 +197,7 @@ class PromptServer:
         self._app: Any = None
         self._routes: Any = None
         self._user_manager: Any = None
+        self._node_replace_manager: Any = None
         self.supports = ["custom_nodes_from_web"]
         self.prompt_queue = PromptQueue()
         self.loop = event_loop()
@@ -225,6 +227,17 @@ class PromptServer:
 
             self._user_manager = UserManager()
         return self._user_manager
+
+    @property
+    def node_replace_manager(self) -> Any:
+        """Upstream's own ``NodeReplaceManager``, local to the worker: ComfyUI's builtin extra
+        nodes, which the worker loads before the pack, register their replacements on it. A
+        pack's own replacements stay here too: ComfyUI does not apply them (not yet)."""
+        if self._node_replace_manager is None:
+            from app.node_replace_manager import NodeReplaceManager  # type: ignore[import-not-found]
+
+            self._node_replace_manager = NodeReplaceManager()
+        return self._node_replace_manager
 
     @property
     def routes(self) -> Any:

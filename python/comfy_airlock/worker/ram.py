@@ -37,6 +37,7 @@ _STATE: dict[str, Any] = {
     "headroom": None,  # the host's cache headroom (bytes)
     "upstream": None,  # MAX_PINNED_MEMORY as upstream computed it, read at first use
     "applied": None,  # the ceiling last written into MAX_PINNED_MEMORY
+    "hooked": False,  # a settle waits for comfy.model_management's import
 }
 
 
@@ -106,6 +107,9 @@ def _settle() -> int:
     the ceiling through upstream's ladder. Holds ``_GATE``."""
     mm = _mm()
     if mm is None:
+        # Not imported yet (a worker loads ComfyUI at its first scan or call): settle at the
+        # end of the call that imports it.
+        _settle_when_imported()
         return 0
     headroom = _STATE["headroom"]
     mem = sys.modules.get("comfy.memory_management")
@@ -114,7 +118,9 @@ def _settle() -> int:
     cap = _STATE["ceiling"]
     if cap is None:
         return 0
-    if _STATE["upstream"] is None:
+    if _STATE["applied"] is None:
+        # Upstream's own value until we first write ours (read again each time until then:
+        # pinning may be turned on after import, as the GPU edge of the tests does).
         _STATE["upstream"] = float(getattr(mm, "MAX_PINNED_MEMORY", -1))
     upstream = _STATE["upstream"]
     if upstream <= 0:
@@ -129,6 +135,14 @@ def _settle() -> int:
     mm.MAX_PINNED_MEMORY = limit
     _STATE["applied"] = limit
     return max(0, before - pinned())
+
+
+def _settle_when_imported() -> None:
+    if not _STATE.get("hooked"):
+        from comfy_airlock.worker.on_import import after_import
+
+        _STATE["hooked"] = True
+        after_import("comfy.model_management", lambda _mm: _STATE.__setitem__("pending", True))
 
 
 def _free_registrations(mm: Any, shortfall: int) -> None:

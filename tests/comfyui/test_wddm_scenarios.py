@@ -19,6 +19,11 @@ from .scenario_run import ScenarioFailed, run_scenario
 
 GIB = 1 << 30
 
+# The module's fixture runs every scenario (three at a time), each worker loading ComfyUI's
+# nodes first as ComfyUI does: about 220 s on an idle 2-core machine, inside the first test's
+# timeout.
+pytestmark = pytest.mark.timeout(900)
+
 RUNS = [
     ("headline", "wddm", "off"),
     ("headline", "wddm", "on"),
@@ -295,9 +300,11 @@ def test_a_workers_floor_stays_unmeasured_where_nvml_has_no_per_process_memory(r
 
 def test_an_admission_hold_is_given_back_when_its_load_is_done(results):
     r = result(results, "holds", "device_wide", "on")
-    # The node imported ComfyUI's model management for the first time in that worker: its
-    # loads were admitted all the same (worker/on_import.py).
-    assert r["comfy_before"] is False
+    # The worker loaded ComfyUI's nodes before the pack (as ComfyUI does before any custom
+    # node), so ComfyUI's model management was there before the node ran. A first import
+    # inside a node is only possible in an env without ComfyUI's requirements; the import
+    # hook that covers it is tested there (tests/comfyui/test_interrupts.py, interrupt-late).
+    assert r["comfy_before"] is True
     assert r["resident"] == [3 * GIB] * 3
     assert [a["topic"] for a in r["answers"]] == ["admit?"] * 3
     for a in r["answers"]:

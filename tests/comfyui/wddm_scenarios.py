@@ -535,9 +535,8 @@ def scenario_holds(semantics: str):
     """Admission holds (host/admission.py): one node of worker A loads three models of 3 GiB in
     turn on a card with 12 GiB free. Each admission holds its bytes until the worker says that
     load is done, so the next one, in the same call, counts nothing twice: none is held, none
-    evicts anything, all are granted; at the end no hold is left. The node is also the first
-    to import ComfyUI's model management in that worker: its loads are admitted all the same
-    (worker/on_import.py)."""
+    evicts anything, all are granted; at the end no hold is left. (ComfyUI's model management
+    is already imported when the node runs: the worker loads ComfyUI's nodes first.)"""
     card = start(semantics)
     pack, _ = worker("A")
     call(pack, "make_model", "pad", 4 * GIB // MIB, "cuda:0", 4, True)

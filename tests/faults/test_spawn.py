@@ -107,12 +107,15 @@ def test_spawns_and_kills_from_a_busy_host_never_hang(fault, leaks, tmp_path):
                 w = comfy_airlock.Worker(python, env=env, name=f"busy-{k}-{n}", connect_timeout=60)
                 leaks.watch(w)
                 if rng.random() < 0.5:
+                    # kill() waits until the process is gone and forgets it (the next call
+                    # would start a new generation): close() then has nothing left to end.
                     w.kill()
                     results[k].append("SIGKILL")
+                    assert not w.alive and w.close(grace=0.05) is None
                 else:
                     results[k].append("closed (SIGKILL after a 0.05 s grace)")
-                ended = w.close(grace=0.05)
-                assert ended is not None and "SIGKILL" in ended, ended
+                    ended = w.close(grace=0.05)
+                    assert ended is not None and "SIGKILL" in ended, ended
             except Exception as e:  # recorded below, in the main thread
                 results[k].append(f"error: {type(e).__name__}: {e}")
 

@@ -11,21 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-# What a worker may call on the host's PromptQueue (no method taking a function: none can
-# cross). ``get_flags`` is left out: it resets the flags ComfyUI's prompt worker acts on.
-_QUEUE_METHODS = {
-    "get_current_queue",
-    "get_current_queue_volatile",
-    "get_tasks_remaining",
-    "get_history",
-    "put",
-    "set_flag",
-    "interrupt_if_running",
-    "wipe_queue",
-    "wipe_history",
-    "delete_history_item",
-}
-_QUEUE_ATTRS = {"currently_running", "history", "queue"}
+from comfy_airlock.server_surface import QUEUE_ATTRS, QUEUE_METHODS
+
 # upstream's BinaryEventTypes (protocol.py)
 _UNENCODED_PREVIEW_IMAGE = 2
 _PREVIEW_IMAGE_WITH_METADATA = 4
@@ -59,12 +46,12 @@ def answer(payload: Any) -> Any:
 
 def _queue(queue: Any, payload: dict[str, Any]) -> Any:
     method = payload.get("method")
-    if method in _QUEUE_ATTRS:
+    if method in QUEUE_ATTRS:
         with queue.mutex:
             value = getattr(queue, method)
             value = dict(value) if isinstance(value, dict) else list(value)
         return _without_secrets(value)
-    if method not in _QUEUE_METHODS:
+    if method not in QUEUE_METHODS:
         return {"error": f"prompt_queue.{method} cannot be called from an isolated pack"}
     result = getattr(queue, method)(*payload.get("args", ()), **payload.get("kwargs", {}))
     return _without_secrets(result)

@@ -35,6 +35,8 @@ import threading
 import types
 from typing import Any
 
+from comfy_airlock.server_surface import QUEUE_ATTRS, QUEUE_METHODS
+
 log = logging.getLogger("comfy_airlock.worker")
 
 _LOOP: asyncio.AbstractEventLoop | None = None
@@ -126,18 +128,7 @@ class PromptQueue:
     reach a worker. Methods that take a function (``wipe_queue``'s friends that filter with a
     callable) cannot cross and say so."""
 
-    _FORWARDED = (
-        "get_current_queue",
-        "get_current_queue_volatile",
-        "get_tasks_remaining",
-        "get_history",
-        "put",
-        "set_flag",
-        "interrupt_if_running",
-        "wipe_queue",
-        "wipe_history",
-        "delete_history_item",
-    )
+    _FORWARDED = QUEUE_METHODS
 
     def __getattr__(self, name: str) -> Any:
         if name in self._FORWARDED:
@@ -147,7 +138,7 @@ class PromptQueue:
 
             forwarded.__name__ = name
             return forwarded
-        if name in ("currently_running", "history", "queue"):
+        if name in QUEUE_ATTRS:
             return _ask("queue", method=name, args=[], kwargs={})
         raise AttributeError(
             f"prompt_queue.{name} is not available in an isolated pack's worker "

@@ -138,7 +138,8 @@ def test_discover_packs_keeps_going_past_a_broken_pack(tmp_path: Path, monkeypat
 
 
 def test_ensure_env_builds_once_then_reuses(tmp_path: Path, home: Path, uv: str):
-    pack = write_pack(tmp_path, "tiny", {"airlock.toml": 'dependencies = ["six"]\n'})
+    # comfy = false: only what the pack lists (ComfyUI's requirements are the default now).
+    pack = write_pack(tmp_path, "tiny", {"airlock.toml": 'comfy = false\ndependencies = ["six"]\n'})
     lines: list[str] = []
     info = airlock_env.ensure_env(pack, home=home, uv=uv, progress=lines.append)
     assert info["built"] is True

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import env as _env
-from comfy_airlock.host import comfy_state, routes, scan_cache
+from comfy_airlock.host import comfy_state, routes, scan_cache, web_dirs
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.host.proxy import build_proxy
 
@@ -112,6 +112,7 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
         _PACKS[name] = pack
         _FAILED.pop(name, None)
     routes.remember(pack, meta.get("routes") or [])
+    web_dirs.remember(name, pack_dir, meta.get("web_directory"))
     if old is not None:
         old.close()
     log.info("[comfy-airlock] pack %r: %d node(s) isolated in %s", name, len(mappings), pack.python)
@@ -241,6 +242,7 @@ _ROUTES_DONE = False
 def _register_routes() -> None:
     global _ROUTES_DONE
     routes.mount_pending()
+    web_dirs.mount_pending()
     server = sys.modules.get("server")
     instance = getattr(getattr(server, "PromptServer", None), "instance", None)
     if _ROUTES_DONE or instance is None:
@@ -255,6 +257,11 @@ def _register_routes() -> None:
     @instance.routes.get("/airlock/status")
     async def _status(request: Any) -> Any:
         return web.json_response(memory_status())
+
+    # What GET /extensions would list of isolated packs (web/isolated_extensions.js reads it).
+    @instance.routes.get("/airlock/extensions")
+    async def _extensions(request: Any) -> Any:
+        return web.json_response(web_dirs.listing())
 
 
 # How long an idle worker may take to exit when ComfyUI does, before it is killed.

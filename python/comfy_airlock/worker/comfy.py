@@ -29,6 +29,7 @@ from comfy_airlock.worker import describe, interrupts, models, server_shim, star
 from comfy_airlock.worker import routes as _routes
 from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly
 from comfy_airlock.worker.server_shim import encode_preview as _encode_preview
+from comfy_airlock.worker.web_directory import read as _web_directory
 
 log = logging.getLogger("comfy_airlock.worker")
 
@@ -273,6 +274,7 @@ def scan() -> dict[str, Any]:
         "skipped": skipped,
         "folders": _added_folders(),
         "routes": _routes.describe(),
+        "web_directory": _web_directory(_PACK, _CONFIG.get("entry")),
     }
 
 

@@ -24,6 +24,8 @@ from comfy_airlock.worker_env import worker_env
 log = logging.getLogger("comfy_airlock")
 
 PRELOAD = "comfy_airlock.worker.comfy"
+# Node methods run inside ComfyUI's context for the node (ADR 0022).
+NODE_TARGET = "comfy_airlock.worker.prompt_context:run"
 
 
 @dataclass
@@ -32,6 +34,8 @@ class PackStats:
     errors: int = 0
     busy_s: float = 0.0
     last_error: str | None = None
+    # When the last node call began here (wall clock), before any wait for the worker.
+    last_node_at: float | None = None
 
 
 @dataclass
@@ -143,6 +147,14 @@ class IsolatedPack:
                 self._worker = self._spawn()
             return self._worker
 
+    def ask(self, target: str, *args: Any) -> Any:
+        """A question of the host's own (not a node's) to the running worker, counted in no
+        statistics; raises when none runs (none is started for it)."""
+        w = self._worker
+        if w is None or not w.alive:
+            raise RuntimeError(f"pack {self.name!r} has no running worker")
+        return w.call(target, *args)
+
     def close(self, grace: float = 5.0) -> None:
         """Stops the worker: asked to exit, killed after ``grace`` seconds (0: at once)."""
         with self._lock:
@@ -239,11 +251,18 @@ class IsolatedPack:
     def scan(self) -> dict[str, Any]:
         return self.call("comfy_airlock.worker.comfy:scan")
 
-    def run(self, node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:
+    def run(
+        self,
+        node_id: str,
+        key: str,
+        method: str,
+        kwargs: dict[str, Any],
+        context: dict[str, Any] | None = None,
+    ) -> Any:
+        """Runs a node method in the worker; ``context``: host/prompt_context.py's."""
+        self.stats.last_node_at = time.time()
         try:
-            return self.call(
-                "comfy_airlock.worker.comfy:run", node_id, key, method, kwargs, node=True
-            )
+            return self.call(NODE_TARGET, node_id, key, method, kwargs, context, node=True)
         except CallInterrupted as e:
             if getattr(e, "escalation", "flag") != "flag":
                 log.warning("[comfy-airlock] pack %r, node %r: %s", self.name, node_id, e)
@@ -269,6 +288,9 @@ class IsolatedPack:
             "state": "running" if (w is not None and w.alive) else "idle",
             "pid": pid,
             "generation": w.generation if w is not None else 0,
+            # When its process started, and when the last node call began (wall clock).
+            "started_at": _started_at(pid),
+            "last_node_at": self.stats.last_node_at,
             "python": (info or {}).get("python"),
             "torch": (info or {}).get("torch"),
             "numpy": (info or {}).get("numpy"),
@@ -291,6 +313,20 @@ def _host_interrupted() -> Any:
     """The host's own cancel flag (set by ``POST /interrupt``), read without clearing it."""
     mm = sys.modules.get("comfy.model_management")
     return getattr(mm, "processing_interrupted", None)
+
+
+def _started_at(pid: int | None) -> float | None:
+    """When process ``pid`` started (wall clock, to the kernel's tick), from /proc."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mib(pid: int | None) -> float | None:

@@ -47,6 +47,7 @@ def server(comfyui_dir, tmp_path_factory):
         isolated={ISO: PACK},
         copy=True,
     )
+    (base / "custom_nodes" / NATIVE / "airlock.toml").unlink()  # a native pack has none
     for sub, folder in (("custom_nodes", NATIVE), ("isolated_nodes", ISO)):
         pyproject = base / sub / folder / "pyproject.toml"
         text = pyproject.read_text().replace('"comfyui-web-pack"', f'"{_project(folder)}"')

@@ -79,6 +79,7 @@ class PackConfig(TypedDict):
     call_deadline: float | None
     sandbox: Sandbox
     pickle: list[str]
+    prestart: bool
 
 
 class DiscoveredPack(TypedDict):
@@ -110,6 +111,7 @@ class EnvInfo(TypedDict):
     call_deadline: float | None
     sandbox: Sandbox
     pickle: list[str]
+    prestart: bool
 
 
 def pack_config(pack_dir: str | os.PathLike[str]) -> PackConfig:

@@ -133,3 +133,32 @@ def test_a_dropdown_lists_a_model_file_added_after_start(server):
     assert added in choices and later not in choices
     after = row(server, ISO)
     assert after["state"] == "idle" and after["generation"] == before["generation"], after
+
+
+def test_workers_start_before_their_nodes_after_a_restart(server):
+    server.stop()
+    server.start()  # every scan is cached now: no worker runs unless started ahead
+    deadline = time.monotonic() + 300
+    while row(server, TEXT_PRE)["state"] != "running":
+        pre = row(server, TEXT_PRE)
+        assert time.monotonic() < deadline, f"prestart: no worker for {TEXT_PRE}: {pre}"
+        time.sleep(0.2)
+    for pack in (ISO, TEXT_ISO):  # not asked to start with ComfyUI
+        idle = row(server, pack)
+        assert idle["state"] == "idle" and idle["calls"] == 0, idle
+    assert "worker(s) of ['text-pre'] start with ComfyUI (prestart)" in server.log_text()
+
+    # The isolated node runs after 2 s of native work: its worker starts when it is queued.
+    prompt = {
+        "1": {
+            "class_type": f"{NATIVE}.Wait",
+            "inputs": {"seconds": 2.0, "text": uuid.uuid4().hex},
+        },
+        "2": {"class_type": f"{TEXT_ISO}.Echo", "inputs": {"text": ["1", 0]}},
+    }
+    server.run(prompt, timeout=600)
+    iso = row(server, TEXT_ISO)
+    assert iso["state"] == "running", iso
+    assert iso["started_at"] < iso["last_node_at"], iso
+    assert "a queued prompt starts the worker(s) of ['text-iso']" in server.log_text()
+    assert row(server, ISO)["state"] == "idle"  # the prompt has none of its nodes

@@ -12,6 +12,7 @@
 //! comfy = true                           # optional; add ComfyUI's requirements (default: detect)
 //! call-deadline = 600                     # optional; seconds one call may run (see `policy`)
 //! pickle = ["datetime.datetime"]          # optional; types that may cross with pickle
+//! prestart = true                         # optional; start its worker with ComfyUI
 //!
 //! [env_vars]
 //! KMP_DUPLICATE_LIB_OK = "TRUE"
@@ -186,6 +187,7 @@ fn parse_airlock(doc: &Doc<'_>, c: &mut PackConfig) -> Result<(), ConfigError> {
             "call-deadline" => c.policy.call_deadline = Some(policy::call_deadline(doc, k, v)?),
             "sandbox" => c.policy.sandbox = policy::sandbox(doc, k, v, &c.dir)?,
             "pickle" => c.policy.pickle = policy::pickle(doc, k, v)?,
+            "prestart" => c.policy.prestart = doc.bool(k, v)?,
             _ => return Err(doc.unknown_key(key, None)),
         }
     }
@@ -359,6 +361,7 @@ KMP_DUPLICATE_LIB_OK = "TRUE"
                 "options are not allowed",
             ),
             ("comfy = \"yes\"\n", 1, "`comfy` must be true or false"),
+            ("prestart = 1\n", 1, "`prestart` must be true or false"),
             ("entry = \"my-nodes\"\n", 1, "dotted module name"),
             ("name = \"a/b\"\n", 1, "without slashes"),
             (

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import env as _env
-from comfy_airlock.host import comfy_state, routes, scan_cache, web_dirs
+from comfy_airlock.host import comfy_state, prestart, routes, scan_cache, web_dirs
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.host.proxy import build_proxy
 
@@ -113,9 +113,11 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
         _FAILED.pop(name, None)
     routes.remember(pack, meta.get("routes") or [])
     web_dirs.remember(name, pack_dir, meta.get("web_directory"))
+    prestart.remember(pack, mappings)
     if old is not None:
         old.close()
     log.info("[comfy-airlock] pack %r: %d node(s) isolated in %s", name, len(mappings), pack.python)
+    prestart.start_with_comfyui([pack])
     return mappings, display
 
 
@@ -243,6 +245,7 @@ def _register_routes() -> None:
     global _ROUTES_DONE
     routes.mount_pending()
     web_dirs.mount_pending()
+    prestart.add_handler()
     server = sys.modules.get("server")
     instance = getattr(getattr(server, "PromptServer", None), "instance", None)
     if _ROUTES_DONE or instance is None:

@@ -24,6 +24,8 @@ from comfy_airlock.worker_env import worker_env
 log = logging.getLogger("comfy_airlock")
 
 PRELOAD = "comfy_airlock.worker.comfy"
+# Imports the pack in a worker started ahead of its first node (host/prestart.py).
+WARM = "comfy_airlock.worker.comfy:warm"
 # Node methods run inside ComfyUI's context for the node (ADR 0022).
 NODE_TARGET = "comfy_airlock.worker.prompt_context:run"
 
@@ -58,6 +60,8 @@ class IsolatedPack:
     comfyui_dir: str | None = None
     # Whether its env has ComfyUI's requirements (the worker then loads ComfyUI's nodes).
     comfy: bool = True
+    # airlock.toml `prestart`: its worker starts with ComfyUI (host/prestart.py).
+    prestart: bool = False
     stats: PackStats = field(default_factory=PackStats)
     # Calls in flight: a worker with none is idle (its models are evicted first).
     busy: int = 0
@@ -87,6 +91,7 @@ class IsolatedPack:
             sandbox=dict(info.get("sandbox") or {}),
             pickle=tuple(info.get("pickle") or ()),
             comfy=bool(info.get("comfy", True)),
+            prestart=bool(info.get("prestart", False)),
             comfyui_dir=comfyui_dir,
         )
 
@@ -146,6 +151,41 @@ class IsolatedPack:
             if self._worker is None:
                 self._worker = self._spawn()
             return self._worker
+
+    def start_ahead(self) -> bool:
+        """Starts the worker and its import of the pack on a thread of its own, and returns at
+        once; False when a worker runs or is being started. The start is claimed here, so a
+        node call made after this returns waits for this worker instead of starting one."""
+        if self.alive() or not self._lock.acquire(blocking=False):
+            return False
+        threading.Thread(
+            target=self._start_ahead, name=f"airlock-start-{self.name}", daemon=True
+        ).start()
+        return True
+
+    def _start_ahead(self) -> None:
+        t0 = time.monotonic()
+        try:
+            try:
+                if self._worker is None:
+                    self._worker = self._spawn()
+            finally:
+                self._lock.release()
+            self.call(WARM)  # a worker that had died is started again by this call
+        except Exception as e:
+            log.warning(
+                "[comfy-airlock] pack %r: its worker could not be started ahead (%s: %s); "
+                "its first node starts it",
+                self.name,
+                type(e).__name__,
+                str(e).splitlines()[0] if str(e) else "",
+            )
+            return
+        log.info(
+            "[comfy-airlock] pack %r: worker started ahead of its nodes in %.1f s",
+            self.name,
+            time.monotonic() - t0,
+        )
 
     def ask(self, target: str, *args: Any) -> Any:
         """A question of the host's own (not a node's) to the running worker, counted in no

@@ -250,6 +250,11 @@ def _run_async(coro: Any) -> Any:
     return _LOOP.run_until_complete(coro)
 
 
+def warm() -> None:
+    """Imports the pack now (a worker started ahead of its first node: host/prestart.py)."""
+    _load_pack()
+
+
 def loaded_nodes() -> tuple[dict[str, type], set[str]]:
     """The pack's node classes by id, and the ids of its V3 ones (the pack imported first)."""
     _load_pack()

@@ -25,7 +25,8 @@ except ImportError as e:  # comfy-airlock is not installed in ComfyUI's environm
 else:
     NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS = load_isolated_packs()
 
-# The sidebar panel (web/airlock_panel.js): the isolated packs, live, from /airlock/workers.
+# The sidebar panel (web/airlock_panel.js): the isolated packs, live, from /airlock/workers;
+# and the loader of isolated packs' own frontend extensions (web/isolated_extensions.js).
 WEB_DIRECTORY = "./web"
 
 __all__ = ["NODE_CLASS_MAPPINGS", "NODE_DISPLAY_NAME_MAPPINGS", "WEB_DIRECTORY"]

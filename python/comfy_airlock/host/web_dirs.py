@@ -47,6 +47,7 @@ _LOCK = threading.Lock()
 _DIRS: dict[str, WebDir] = {}
 _PENDING: list[WebDir] = []
 _MOUNTED: set[str] = set()
+_WARNED: set[str] = set()
 
 
 def folders(pack: str, pack_dir: str, web_directory: str | None) -> list[WebDir]:
@@ -139,6 +140,18 @@ def listing() -> list[str]:
     native = getattr(sys.modules.get("nodes"), "EXTENSION_WEB_DIRS", None) or {}
     with _LOCK:
         dirs = [d for d in _DIRS.values() if d.name not in native]
+        clashes = [d for d in _DIRS.values() if d.name in native and d.name not in _WARNED]
+        _WARNED.update(d.name for d in clashes)
+    for d in clashes:
+        if os.path.realpath(native[d.name]) != os.path.realpath(d.path):
+            log.error(
+                "[comfy-airlock] pack %r: /extensions/%s is also a pack of custom_nodes/ "
+                "(%s); the isolated pack's files are served there, ComfyUI's list names the "
+                "other's: give one of the two folders another name",
+                d.pack,
+                d.name,
+                native[d.name],
+            )
     out: list[str] = []
     for d in dirs:
         files = glob.glob(os.path.join(glob.escape(d.path), "**/*.js"), recursive=True)

@@ -18,7 +18,7 @@ import logging
 import math
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,6 @@ class _Live:
 
 _LOCK = threading.Lock()
 _LIVE: dict[str, _Live] = {}
-_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="airlock-inputs")
 
 
 def input_types(pack: IsolatedPack, node_id: str, scanned: dict[str, Any]) -> dict[str, Any]:
@@ -76,8 +75,12 @@ def _refresh(pack: IsolatedPack) -> tuple[Future, float] | None:
         if live.pending is None:
             if now - live.at < TTL_S or pack.busy or not pack.alive():
                 return None
-            live.pending = _POOL.submit(_ask, pack, live)
+            live.pending = Future()
             live.pending_since = now
+            # A daemon thread: ComfyUI's exit never waits for an answer (a pool's would).
+            threading.Thread(
+                target=_ask, args=(pack, live), name="airlock-inputs", daemon=True
+            ).start()
         left = WAIT_S - (now - live.pending_since)
         return (live.pending, left) if left > 0 else None
 
@@ -92,4 +95,6 @@ def _ask(pack: IsolatedPack, live: _Live) -> None:
         if nodes:
             live.nodes.update(nodes)
         live.at = time.monotonic()
-        live.pending = None
+        done, live.pending = live.pending, None
+    if done is not None:
+        done.set_result(None)

@@ -17,7 +17,7 @@ from typing import Any
 
 from comfy_airlock import env as _env
 from comfy_airlock.host import comfy_state, prestart, routes, scan_cache, web_dirs
-from comfy_airlock.host.pack import IsolatedPack
+from comfy_airlock.host.pack import EXITING, IsolatedPack
 from comfy_airlock.host.proxy import build_proxy
 
 log = logging.getLogger("comfy_airlock")
@@ -281,6 +281,7 @@ def _close_all() -> None:
         packs = [p for p in _PACKS.values() if p.alive()]
     if not packs:
         return
+    EXITING.set()  # a node call whose worker is stopped now does not return (pack.py)
     t0 = time.monotonic()
     stoppers = [
         threading.Thread(target=_stop, args=(p,), name=f"airlock-stop-{p.name}", daemon=True)

@@ -228,6 +228,7 @@ class IsolatedPack:
                 raise mismatch  # its report said so during the call: nothing it holds is booked
             return result
         except BaseException as e:
+            _park_if_exiting()
             self.stats.errors += 1
             self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
             if not self.alive():
@@ -347,6 +348,21 @@ class IsolatedPack:
             "env": self.env_dir,
             "models": [r for r in self.bridge.rows() if r["pack"] == self.name],
         }
+
+
+# Set by the exit handler (host/loader.py) before it stops the workers.
+EXITING = threading.Event()
+
+
+def _park_if_exiting() -> None:
+    """ComfyUI is exiting and its exit handler stopped this call's worker. Natively the node
+    would still be running when the process ends, and nothing would follow it; returning would
+    run ComfyUI's error path and then its prompt worker's ``gc.collect()``, a second or more of
+    CPU holding the GIL, which the exit handler (and the exit) would wait for. So the call never
+    returns: its thread (ComfyUI's daemon prompt worker, or one of ours) ends with the process.
+    Non-daemon threads were joined before exit handlers run, so none is kept waiting on it."""
+    if EXITING.is_set():
+        threading.Event().wait()
 
 
 def _host_interrupted() -> Any:

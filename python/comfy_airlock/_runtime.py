@@ -20,7 +20,9 @@ _SUFFIXES = {".py", ".so", ".pyi", ".typed"}
 
 
 def cache_root() -> Path:
-    base = os.environ.get("AIRLOCK_CACHE_DIR")
+    from comfy_airlock import settings
+
+    base = settings.get().cache_dir
     if base:
         return Path(base)
     xdg = os.environ.get("XDG_CACHE_HOME")

@@ -11,6 +11,7 @@ device's free memory on device-wide semantics and this process's blind budget on
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -58,6 +59,29 @@ def new_card(name: str, total: int, semantics: str = "device_wide") -> SimGpu:
 
 
 from comfy_airlock.host import loader  # noqa: E402
+
+
+class Decisions(logging.Handler):
+    """The host's memory decisions as it logs them (``comfy_airlock.memory``): each admission's
+    answer (``airlock_admission``) and each idle release (``airlock_release``), newest last."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.admissions: list[dict] = []
+        self.released: list[dict] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        admission = getattr(record, "airlock_admission", None)
+        if admission is not None:
+            self.admissions.append(admission)
+        release = getattr(record, "airlock_release", None)
+        if release is not None:
+            self.released.append(release)
+
+
+DECISIONS = Decisions()
+logging.getLogger("comfy_airlock.memory").setLevel(logging.DEBUG)
+logging.getLogger("comfy_airlock.memory").addHandler(DECISIONS)
 
 PACK_DIR = REPO / "tests" / "packs" / "memory-pack"
 

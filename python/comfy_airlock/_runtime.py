@@ -15,13 +15,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from comfy_airlock import settings
+
 _PACKAGE = Path(__file__).resolve().parent
 _SUFFIXES = {".py", ".so", ".pyi", ".typed"}
 
 
 def cache_root() -> Path:
-    from comfy_airlock import settings
-
     base = settings.get().cache_dir
     if base:
         return Path(base)

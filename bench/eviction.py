@@ -62,7 +62,8 @@ def worker_evictions(reps: int) -> list[float]:
 
 
 def host_evictions(reps: int) -> list[float]:
-    card = sh.new_card("bench-local", 4096 * MIB)
+    # Host-local models only: the product's device truth (the first card) is not read here.
+    card = sh.new_card("bench-local", 4096 * MIB, host_reads=False)
     pid = os.getpid()
     out = []
     for i in range(reps):

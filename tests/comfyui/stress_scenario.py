@@ -710,13 +710,14 @@ def main() -> None:
         GRACE_S = float(sys.argv[sys.argv.index("--grace") + 1])
     # A last resort if even the stuck report hangs.
     faulthandler.dump_traceback_later(seconds + 3 * GRACE_S + 300, exit=True)
-    knobs = settings.get()
-    knobs.heartbeat_s, knobs.idle_release_s = HEARTBEAT_S, IDLE_RELEASE_S
-    knobs.pressure_free = PRESSURE_FREE
     instrument_admission()
     instrument_idle()
     mm.current_loaded_models = GuardedList(mm.current_loaded_models)
     card = start(semantics)
+    # After the card: the settings are read once, and name the card the host reads.
+    knobs = settings.get()
+    knobs.heartbeat_s, knobs.idle_release_s = HEARTBEAT_S, IDLE_RELEASE_S
+    knobs.pressure_free = PRESSURE_FREE
     t_setup = time.monotonic()
     workers = [WorkerActor(n, seed, semantics) for n in WORKERS]
     # Side by side, as comfy-airlock loads packs (loader.load_isolated_packs); nobody holds a model yet.

@@ -127,12 +127,13 @@ def test_history_keeps_the_last_window():
 
 
 def test_a_sample_reads_ram_and_workers_from_proc():
-    point = sample({"p": os.getpid()}, [], DeviceReader())
+    point = sample({"p": os.getpid()}, list, DeviceReader())
     assert point["ram"]["total"] > point["ram"]["used"] > 0
     own = rss(os.getpid())
     assert own and point["ram"]["comfyui"] == pytest.approx(own, rel=0.5)
     assert point["ram"]["workers"]["p"] == pytest.approx(own, rel=0.5)
     assert point["device"] is None  # no CUDA initialised here, no simulated card named
+    assert point["models"] is None  # nothing on a device to count
     assert rss(2**22 + 12345) is None
 
 
@@ -150,7 +151,7 @@ def test_the_device_is_read_device_wide_on_the_simulated_card(
             {"kind": "host", "device": "cuda:0", "loaded": 7 * MIB},
             {"kind": "host", "device": "cpu", "loaded": 11 * MIB},
         ]
-        point = sample({}, ledger, reader)
+        point = sample({}, lambda: ledger, reader)
         assert point["device"] == {"uuid": card.uuid, "total": 8 << 30, "used": 3 << 30}
         assert point["models"] == {"host": 7 * MIB, "workers": 5 * MIB}
     finally:

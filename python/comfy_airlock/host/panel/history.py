@@ -4,7 +4,8 @@ ring buffer of the last ``WINDOW_S``, host-side, so a tab opened late draws the 
 A sample reads only what is cheap and never waits on a worker: ``/proc`` for resident sizes,
 the host's RAM as its cgroup bounds it (:func:`comfy_airlock.device.host_ram`), the device
 through NVML held open (:class:`comfy_airlock.device.DeviceTruth`: device-wide, so workers'
-memory counts; on the simulated card, the fake NVML), and ComfyUI's ledger as it is given.
+memory counts; on the simulated card, the fake NVML), and, where there is a device, what
+ComfyUI's ledger holds on it.
 It runs on a thread of the panel's own (publisher.py), never on a call's path.
 """
 
@@ -15,6 +16,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from comfy_airlock import device
@@ -85,23 +87,32 @@ class DeviceReader:
 
 
 def sample(
-    pids: dict[str, int], ledger: list[dict[str, Any]], card: DeviceReader
+    pids: dict[str, int], read_ledger: Callable[[], list[dict[str, Any]]], card: DeviceReader
 ) -> dict[str, Any]:
-    """One point of the chart. ``pids``: each running worker's, by pack; ``ledger``: ComfyUI's
-    loaded models (what its own and the workers' models hold on the device)."""
+    """One point of the chart. ``pids``: each running worker's, by pack; ``read_ledger()``:
+    ComfyUI's loaded models, read only where there is a device (what its own and the workers'
+    models hold on it)."""
     try:
         ram = device.host_ram()
         total, used = int(ram["total"]), int(ram["used"])
     except Exception:  # no /proc/meminfo: the RAM lines are left out, the rest is drawn
         total, used = None, None
-    workers = {pack: rss(pid) for pack, pid in pids.items()}
-    on_device = [e for e in ledger if not str(e.get("device", "cpu")).startswith("cpu")]
-    return {
-        "t": round(time.time(), 3),
-        "ram": {"total": total, "used": used, "comfyui": rss(os.getpid()), "workers": workers},
-        "device": card.read(),
-        "models": {
+    gpu = card.read()
+    models = None
+    if gpu is not None:
+        on_device = [e for e in read_ledger() if not str(e.get("device", "cpu")).startswith("cpu")]
+        models = {
             "host": sum(int(e["loaded"]) for e in on_device if e.get("kind") == "host"),
             "workers": sum(int(e["loaded"]) for e in on_device if e.get("kind") == "worker"),
+        }
+    return {
+        "t": round(time.time(), 3),
+        "ram": {
+            "total": total,
+            "used": used,
+            "comfyui": rss(os.getpid()),
+            "workers": {pack: rss(pid) for pack, pid in pids.items()},
         },
+        "device": gpu,
+        "models": models,
     }

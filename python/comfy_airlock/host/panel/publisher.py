@@ -152,7 +152,7 @@ class Publisher:
     def take_sample(self) -> None:
         with self._lock:
             pids = dict(self._pids)
-        point = sample(pids, self._read_ledger(), self._card)
+        point = sample(pids, self._read_ledger, self._card)
         self.history.add(point)
         if self._clients() > 0:
             self._send(MEMORY_EVENT, point)

@@ -132,9 +132,10 @@ export function memoryCharts(samples, windowS) {
       samples,
       [
         { key: "used", name: "used", color: "#888", value: (s) => s.device && s.device.used },
-        { key: "host", name: "ComfyUI's models", color: "#4a9eff", value: (s) => s.models.host },
+        { key: "host", name: "ComfyUI's models", color: "#4a9eff",
+          value: (s) => s.models && s.models.host },
         { key: "workers", name: "workers' models", color: "#ff9f40",
-          value: (s) => s.models.workers },
+          value: (s) => s.models && s.models.workers },
       ],
       (s) => s.device && s.device.total,
       windowS

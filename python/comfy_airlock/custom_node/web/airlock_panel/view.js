@@ -105,14 +105,19 @@ function packCard(row, rss, onAction) {
   card.appendChild(grid);
   const models = row.models || [];
   const list = el("div", null, { "data-models": row.pack }, { marginTop: "3px" });
-  if (!models.length) list.appendChild(el("div", "holds no model", { "data-key": "no-models" }, MUTED));
+  if (!models.length) {
+    list.appendChild(el("div", "holds no model", { "data-key": "no-models" }, MUTED));
+  }
   for (const m of models) list.appendChild(modelLine(m));
   card.appendChild(list);
   return card;
 }
 
 function ledgerLine(e) {
-  const line = el("div", null, { "data-ledger-kind": e.kind }, { fontSize: "12px", padding: "1px 0" });
+  const line = el("div", null, { "data-ledger-kind": e.kind }, {
+    fontSize: "12px",
+    padding: "1px 0",
+  });
   line.append(
     el("span", `#${e.index} ${e.kind} `, {}, MUTED),
     el("span", e.name, { "data-key": "name" }, { wordBreak: "break-word" }),
@@ -142,7 +147,9 @@ function errorBlock(row) {
   }));
   if (trace) {
     const details = el("details", null, { open: "" });
-    details.appendChild(el("summary", "worker traceback", {}, { fontSize: "11px", cursor: "pointer" }));
+    details.appendChild(
+      el("summary", "worker traceback", {}, { fontSize: "11px", cursor: "pointer" })
+    );
     details.appendChild(el("pre", trace, { "data-traceback": row.pack }, {
       fontSize: "11px",
       maxHeight: "180px",
@@ -161,7 +168,10 @@ export class PanelView {
     this.onAction = onAction;
     root.appendChild(el("h3", "Isolated packs (comfy-airlock)", {}, { margin: "0 0 4px 0" }));
     this.line = el("div", "loading…", { "data-key": "status" }, MUTED);
-    this.result = el("div", "", { "data-key": "action-result" }, { fontSize: "12px", minHeight: "1em" });
+    this.result = el("div", "", { "data-key": "action-result" }, {
+      fontSize: "12px",
+      minHeight: "1em",
+    });
     root.append(this.line, this.result);
     const parts = [
       ["Packs, workers and their models", "workers"],
@@ -202,14 +212,18 @@ export class PanelView {
   }
 
   renderPacks() {
-    const cards = this.store.status.packs.map((row) => packCard(row, this.rssOf(row.pack), this.onAction));
+    const cards = this.store.status.packs.map((row) =>
+      packCard(row, this.rssOf(row.pack), this.onAction)
+    );
     if (!cards.length) cards.push(el("div", "no isolated pack", {}, MUTED));
     this.body.workers.replaceChildren(...cards);
   }
 
   renderRss() {
     for (const row of this.store.status.packs) {
-      const cell = this.body.workers.querySelector(`[data-pack="${CSS.escape(row.pack)}"] [data-key="rss"]`);
+      const cell = this.body.workers.querySelector(
+        `[data-pack="${CSS.escape(row.pack)}"] [data-key="rss"]`
+      );
       const rss = this.rssOf(row.pack);
       if (cell) cell.textContent = row.pid && rss != null ? bytes(rss) : "-";
     }

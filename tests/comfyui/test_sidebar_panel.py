@@ -32,6 +32,7 @@ AIRLOCK_HOME = Path(os.environ.get("AIRLOCK_TEST_HOME") or ROOT / ".cache" / "te
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TEST_PACKS = ROOT / "tests" / "packs"
 MIB = 1 << 20
+OTHER_PID = 4_000_000  # no such process: a booking of "someone else" on the simulated card
 
 
 def legacy_prompt(seed: int) -> dict:
@@ -62,7 +63,19 @@ def row(ui: ComfyUI, pack: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def ui(comfyui_dir, tmp_path_factory):
+def card(tmp_path_factory):
+    """The simulated card ComfyUI's NVML reads here (the fake NVML): its device chart. Its
+    models stay on the CPU (ComfyUI runs with --cpu); another process books 2 GiB on it."""
+    from comfy_airlock.device import SimGpu
+
+    gpu = SimGpu.create(tmp_path_factory.mktemp("gpu") / "card", 16 << 30)
+    gpu.book(OTHER_PID, "another process's model", 2 << 30)
+    yield gpu
+    gpu.release_process(OTHER_PID)
+
+
+@pytest.fixture(scope="module")
+def ui(comfyui_dir, tmp_path_factory, card, fake_nvml):
     if CHROMIUM is None:
         missing("chromium is missing: scripts/bootstrap.sh installs it")
     base = make_base_dir(
@@ -79,7 +92,11 @@ def ui(comfyui_dir, tmp_path_factory):
     ui = ComfyUI(
         comfyui_dir,
         base,
-        env={"AIRLOCK_HOME": str(AIRLOCK_HOME)},
+        env={
+            "AIRLOCK_HOME": str(AIRLOCK_HOME),
+            "AIRLOCK_SIM_GPU": card.path,
+            "AIRLOCK_NVML_LIBRARY": str(fake_nvml),
+        },
         startup_timeout=900,
         start=False,
     )
@@ -207,7 +224,11 @@ def test_the_tab_shows_packs_workers_models_ledger_and_history(ui, browser):
         '.comfy-airlock-panel [data-chart="ram"] path[data-series="comfyui"]'
     )
     assert int(line.get_attribute("data-points")) >= 3
-    assert browser.page.locator('.comfy-airlock-panel [data-chart="device-none"]').count() == 1
+    # The card, device-wide: what another process holds counts.
+    device = browser.page.locator('.comfy-airlock-panel [data-chart="device"]')
+    assert device.locator("figcaption").inner_text() == "Device (of 16.0 GiB)"
+    assert device.locator('[data-legend="used"]').inner_text().endswith("used 2.0 GiB")
+    assert int(device.locator('path[data-series="used"]').get_attribute("data-points")) >= 3
     # One read of the whole state; nothing else asked.
     assert browser.requests == [("GET", "panel")], browser.requests
 

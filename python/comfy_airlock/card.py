@@ -77,6 +77,17 @@ class Truth:
                 self._nvml[uuid] = device.DeviceTruth.open(uuid)
             return self._nvml[uuid]
 
+    def memory(self, uuid: str) -> device.NvmlMemory | None:
+        """The card ``uuid``'s memory now, device-wide (``uuid``, ``total``, ``free``,
+        ``used``): a simulated card's own numbers, else NVML's (None without NVML)."""
+        for sim in self.cards:
+            if sim.uuid == uuid:
+                total, free = int(sim.total), int(sim.free())
+                return {"uuid": uuid, "total": total, "free": free, "used": total - free}
+        if self.cards:
+            return None
+        return self._device_truth(uuid).memory()  # type: ignore[no-any-return]
+
     def nvml_devices(self) -> list[device.NvmlDevice] | None:
         """Every NVML device with its processes (None without NVML), through one handle kept
         for this process."""

@@ -43,11 +43,14 @@ build: setup
 wheel: setup
 	bash scripts/wheel.sh
 
+# lint-imports checks the layers and the absence of import cycles in comfy_airlock
+# (.importlinter); it reads the sources and imports nothing, so it runs before the build.
 lint: setup
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(RUFF) check $(PY_DIRS)
 	$(RUFF) format --check $(PY_DIRS)
+	PYTHONPATH=$(CURDIR)/python $(VENV)/bin/lint-imports
 
 # Lint first (fails fast, before the release build), then build, Rust tests, Python tests.
 test: lint build

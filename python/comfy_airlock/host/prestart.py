@@ -8,7 +8,7 @@ when the first node of a pack runs, it stalls the prompt there. Two ways to pay 
   prompts); :func:`on_prompt` starts, all in parallel, the workers of the isolated packs whose
   nodes the prompt names, so they start while ComfyUI validates the prompt and runs the nodes
   before theirs. It runs on ComfyUI's event loop, so it only claims each start and hands it to
-  a thread (``IsolatedPack.start_ahead``); ``AIRLOCK_START_ON_QUEUE=0`` turns it off;
+  a thread (``IsolatedPack.start_ahead``); ``settings.start_on_queue`` off turns it off;
 - ``prestart = true`` in a pack's ``airlock.toml``: its worker starts with ComfyUI, in the
   background, once the pack is loaded.
 
@@ -20,11 +20,11 @@ then warm for the next prompt.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Iterable
 from typing import Any
 
+from comfy_airlock import settings
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.host.server_bridge import prompt_server
 
@@ -33,10 +33,6 @@ log = logging.getLogger("comfy_airlock")
 _LOCK = threading.Lock()
 _BY_NODE: dict[str, IsolatedPack] = {}
 _HANDLER_ADDED = False
-
-
-def _on_queue() -> bool:
-    return os.environ.get("AIRLOCK_START_ON_QUEUE", "1").strip().lower() not in ("0", "false", "no")
 
 
 def remember(pack: IsolatedPack, node_ids: Iterable[str]) -> None:
@@ -78,7 +74,7 @@ def add_handler() -> None:
     """Adds :func:`on_prompt` to ComfyUI's on-prompt handlers, once."""
     global _HANDLER_ADDED
     server = prompt_server()
-    if _HANDLER_ADDED or server is None or not _on_queue():
+    if _HANDLER_ADDED or server is None or not settings.get().start_on_queue:
         return
     add = getattr(server, "add_on_prompt_handler", None)
     if add is None:

@@ -26,7 +26,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::comfy::{self, ComfyReason};
+use crate::conda_env::{self, CondaPlan};
 use crate::config::PackConfig;
+use crate::cuda_wheels;
 use crate::error::{BuildError, EnvError, IoOp, NotReady};
 use crate::flock::FileLock;
 use crate::home::{Home, pack_id};
@@ -37,6 +39,7 @@ use crate::policy::WorkerPolicy;
 use crate::progress::Progress;
 use crate::record::{EnvRecord, PackRecord, now, read_json, write_atomic, write_json};
 use crate::requirement;
+use crate::torch_family;
 use crate::uv::{RunLog, Uv, UvLocator};
 
 /// The completion marker of an env, written last.
@@ -82,6 +85,10 @@ pub struct EnvInfo {
     pub inputs_hash: String,
     /// The interpreter the env was created from.
     pub interpreter: Interpreter,
+    /// Whether the env is a conda prefix (its `bin/` then holds conda's programs too).
+    pub conda: bool,
+    /// What the pack's config says that is not acted on (see `PackConfig::notices`).
+    pub notices: Vec<String>,
 }
 
 /// What a pack's env must be, computed without running uv.
@@ -92,6 +99,14 @@ pub struct Plan {
     pub comfy: Option<ComfyReason>,
     pub inputs: Inputs,
     pub inputs_hash: String,
+    /// The conda part, for packs with conda packages.
+    pub conda: Option<CondaPlan>,
+    /// `[cuda] packages` to look up, and what their wheels must match (None: the host's torch
+    /// has no CUDA, so they are skipped, as comfy-env does).
+    pub cuda: Vec<String>,
+    pub cuda_target: Option<cuda_wheels::Target>,
+    /// Lines the build log and `airlock doctor` show (from the config and from planning).
+    pub notices: Vec<String>,
 }
 
 /// Whether a pack's env can be used now.
@@ -174,7 +189,10 @@ fn ensure_config(
         Ok(text) => (text, false),
         Err(_) => (resolve(&plan, &uv, opts, &log)?, true),
     };
-    let key = env_key(&lock_text, &plan.inputs.interpreter);
+    let key = env_key(
+        &conda_env::keyed_lock(&resolution, &lock_text),
+        &plan.inputs.interpreter,
+    );
     let created = build_env(&plan, &uv, &lock_text, &key, opts, &log)?;
     let info = info(&plan, opts, &key, resolved || created);
     record(&plan, &info, opts)?;
@@ -221,7 +239,56 @@ fn plan_config(
         may_install: build_log.is_some(),
         log: build_log,
     };
-    let interpreter = finder.find(config.python.as_deref())?;
+    let host = opts
+        .host_python
+        .as_deref()
+        .map(host_pins::host_packages)
+        .unwrap_or_default();
+    let conda = match config.conda {
+        Some(_) => conda_env::plan(&config, &finder.find(None)?),
+        None => None,
+    };
+    let interpreter = match &conda {
+        Some(c) => c.interpreter(&finder.find(None)?),
+        None => finder.find(config.python.as_deref())?,
+    };
+    let mut notices = config.notices.clone();
+    let (constraints, torch_index) =
+        torch_family::constraints(&host, &interpreter.version, &config.dependencies);
+    let mut extra_index_urls = config.extra_index_urls.clone();
+    if let Some(index) = torch_index.filter(|i| !extra_index_urls.contains(i)) {
+        extra_index_urls.push(index);
+    }
+    let (cuda, family): (Vec<String>, Vec<String>) = config
+        .cuda_packages
+        .iter()
+        .cloned()
+        .partition(|p| !torch_family::TORCH_FAMILY.contains(&p.as_str()));
+    if !family.is_empty() {
+        notices.push(format!(
+            "[cuda] {}: the torch family is the host's (or the pack's pin), not a [cuda] wheel",
+            family.join(", ")
+        ));
+    }
+    let cuda_target = cuda_wheels::Target::of_host(
+        host.installed.get("torch").map(String::as_str),
+        host.torch_cuda.as_deref(),
+        &interpreter.version,
+    )
+    .filter(|_| !cuda.is_empty());
+    if !cuda.is_empty() && cuda_target.is_none() {
+        notices.push(format!(
+            "[cuda] {} skipped: the host's torch has no CUDA (set AIRLOCK_CUDA_VERSION to \
+             match wheels anyway)",
+            cuda.join(", ")
+        ));
+    }
+    let mut extra = conda.as_ref().map(CondaPlan::describe).unwrap_or_default();
+    if let Some(t) = &cuda_target {
+        extra.push(format!("cuda-index {}", cuda_wheels::index_location()));
+        extra.push(format!("cuda-target {}", t.describe()));
+        extra.extend(cuda.iter().map(|p| format!("cuda {p}")));
+    }
     let comfy_requirements = match (&comfy, &opts.comfyui_dir) {
         (None, _) => Vec::new(),
         (Some(reason), None) => return Err(BuildError::NoComfyUi(reason.clone())),
@@ -231,11 +298,6 @@ fn plan_config(
                     path: comfy::requirements_path(dir),
                     source,
                 })?;
-            let host = opts
-                .host_python
-                .as_deref()
-                .map(host_pins::host_packages)
-                .unwrap_or_default();
             let pins = host.for_python(&interpreter.version);
             host_pins::pin_to_host(&written, &config.dependencies, &pins)
         }
@@ -246,8 +308,10 @@ fn plan_config(
         pack_requirements: config.dependencies.clone(),
         comfy_requirements,
         index_url: config.index_url.clone(),
-        extra_index_urls: config.extra_index_urls.clone(),
+        extra_index_urls,
         find_links: config.find_links.clone(),
+        constraints,
+        extra,
     };
     Ok(Plan {
         pack_id: pack_id(&config.name, &config.dir),
@@ -255,6 +319,10 @@ fn plan_config(
         config,
         comfy,
         inputs,
+        conda,
+        cuda: if cuda_target.is_some() { cuda } else { Vec::new() },
+        cuda_target,
+        notices,
     })
 }
 
@@ -275,7 +343,8 @@ fn state_of(plan: &Plan, opts: &EnvOptions) -> EnvState {
             None => NotReady::Missing,
         });
     };
-    let key = env_key(&lock, &plan.inputs.interpreter);
+    let res = home.resolution_dir(&plan.inputs_hash);
+    let key = env_key(&conda_env::keyed_lock(&res, &lock), &plan.inputs.interpreter);
     let env_dir = home.env_dir(&key);
     EnvState::NotReady(match check_env(&env_dir) {
         EnvCheck::Complete => return EnvState::Ready(Box::new(info(plan, opts, &key, false))),
@@ -312,6 +381,8 @@ fn info(plan: &Plan, opts: &EnvOptions, key: &str, built: bool) -> EnvInfo {
         comfy: plan.comfy.is_some(),
         inputs_hash: plan.inputs_hash.clone(),
         interpreter: plan.inputs.interpreter.clone(),
+        conda: plan.conda.is_some(),
+        notices: plan.notices.clone(),
     }
 }
 
@@ -376,9 +447,37 @@ fn resolve(
         return Ok(text);
     }
     fs::create_dir_all(&dir).map_err(BuildError::io(IoOp::Create, &dir))?;
+    for notice in &plan.notices {
+        log.phase(&format!("note: {notice}"));
+    }
+    let mut requirements = plan.inputs.requirements_in();
+    if let Some(target) = &plan.cuda_target {
+        let index = cuda_wheels::index_location();
+        for package in &plan.cuda {
+            log.phase(&format!("[cuda] {package}: looking for {}", target.describe()));
+            let req = cuda_wheels::resolve(package, target, &index)?;
+            log.phase(&format!("[cuda] {req}"));
+            requirements.push_str(&req);
+            requirements.push('\n');
+        }
+    }
     let req_in = dir.join("requirements.in");
-    write_atomic(&req_in, plan.inputs.requirements_in().as_bytes())
+    write_atomic(&req_in, requirements.as_bytes())
         .map_err(BuildError::io(IoOp::Write, &req_in))?;
+    let mut constraint_files = Vec::new();
+    if !plan.inputs.constraints.is_empty() {
+        let c = dir.join("constraints.txt");
+        let text: String = plan.inputs.constraints.iter().map(|l| format!("{l}\n")).collect();
+        write_atomic(&c, text.as_bytes()).map_err(BuildError::io(IoOp::Write, &c))?;
+        constraint_files.push(c);
+    }
+    let mut python = plan.inputs.interpreter.path.clone();
+    if let Some(conda) = &plan.conda {
+        let (p, provided) =
+            conda_env::prepare_resolution(conda, &dir, &home.conda_cache(), uv, log)?;
+        python = p;
+        constraint_files.push(provided);
+    }
     let tmp = dir.join(format!("lock.{}.tmp", std::process::id()));
     let _ = fs::remove_file(&tmp);
     let n = plan.inputs.requirements().count();
@@ -388,7 +487,10 @@ fn resolve(
         plan.inputs.interpreter.describe()
     ));
     let mut args: Vec<OsString> = ["pip", "compile", "--python"].map(OsString::from).to_vec();
-    args.push(plan.inputs.interpreter.path.clone().into());
+    args.push(python.clone().into());
+    for c in &constraint_files {
+        args.extend(["-c".into(), c.clone().into()]);
+    }
     args.extend(
         [
             "--no-header",
@@ -412,9 +514,16 @@ fn resolve(
         "-o".into(),
         tmp.clone().into_os_string(),
     ]);
-    let out = uv.run(&args, home.root(), log)?;
+    let out = uv.run(&args, home.root(), log);
+    if plan.conda.is_some()
+        && let Some(prefix) = conda_env::scratch_prefix(&python)
+    {
+        let _ = fs::remove_dir_all(prefix);
+    }
+    let out = out?;
     if !out.success {
         let _ = fs::remove_file(&tmp);
+        let _ = fs::remove_file(dir.join(conda_env::CONDA_LOCK));
         let message = out.message();
         return Err(BuildError::Resolve {
             requirement: culprit(plan, &message),
@@ -452,6 +561,23 @@ fn build_env(
     let envs = home.envs();
     fs::create_dir_all(&envs).map_err(BuildError::io(IoOp::Create, &envs))?;
     let interp = &plan.inputs.interpreter;
+    if let Some(conda) = &plan.conda {
+        let resolution = home.resolution_dir(&plan.inputs_hash);
+        let host_cuda = host_cuda(opts);
+        let installed = conda_env::install_env(
+            conda,
+            &resolution,
+            &env_dir,
+            &home.conda_cache(),
+            host_cuda.as_deref(),
+            log,
+        );
+        if let Err(e) = installed {
+            let _ = fs::remove_dir_all(&env_dir);
+            return Err(e);
+        }
+        return finish_env(plan, uv, lock_text, key, &env_dir, home, log, true);
+    }
     log.phase(&format!("creating venv with Python {}", interp.version));
     let venv_args: Vec<OsString> = vec![
         "venv".into(),
@@ -469,6 +595,34 @@ fn build_env(
             log: log.path.clone(),
         });
     }
+    finish_env(plan, uv, lock_text, key, &env_dir, home, log, false)
+}
+
+/// The host's CUDA driver version, as far as we can tell without a driver query: the CUDA
+/// version the host's torch runs with, when an NVIDIA driver is present.
+fn host_cuda(opts: &EnvOptions) -> Option<String> {
+    if !crate::doctor::nvml_present() {
+        return None;
+    }
+    let host = host_pins::host_packages(opts.host_python.as_deref()?);
+    host.torch_cuda
+}
+
+/// Installs the lock into the env (a venv, or a conda prefix where `uv pip install` adds to
+/// what conda put there), then the lock copy, the record and the marker.
+#[allow(clippy::too_many_arguments)]
+fn finish_env(
+    plan: &Plan,
+    uv: &Uv,
+    lock_text: &str,
+    key: &str,
+    env_dir: &Path,
+    home: &Home,
+    log: &RunLog<'_>,
+    conda: bool,
+) -> Result<bool, BuildError> {
+    let env_dir = env_dir.to_path_buf();
+    let interp = &plan.inputs.interpreter;
     let lock_path = env_dir.join(ENV_LOCK);
     write_atomic(&lock_path, lock_text.as_bytes())
         .map_err(BuildError::io(IoOp::Write, &lock_path))?;
@@ -477,17 +631,40 @@ fn build_env(
         "installing {n} package{}",
         if n == 1 { "" } else { "s" }
     ));
-    let sync_args: Vec<OsString> = vec![
-        "pip".into(),
-        "sync".into(),
-        "--python".into(),
-        env_python(&env_dir).into(),
-        "--link-mode".into(),
-        "hardlink".into(),
-        "--allow-empty-requirements".into(),
-        lock_path.into(),
-    ];
-    let out = uv.run(&sync_args, home.root(), log)?;
+    let sync_args: Vec<OsString> = if conda {
+        // `sync` would remove the Python packages conda installed; the lock is complete.
+        vec![
+            "pip".into(),
+            "install".into(),
+            "--python".into(),
+            env_python(&env_dir).into(),
+            "--link-mode".into(),
+            "hardlink".into(),
+            "--no-deps".into(),
+            "-r".into(),
+            lock_path.into(),
+        ]
+    } else {
+        vec![
+            "pip".into(),
+            "sync".into(),
+            "--python".into(),
+            env_python(&env_dir).into(),
+            "--link-mode".into(),
+            "hardlink".into(),
+            "--allow-empty-requirements".into(),
+            lock_path.into(),
+        ]
+    };
+    let out = if conda && n == 0 {
+        crate::uv::UvOutput {
+            success: true,
+            stdout: String::new(),
+            stderr: Vec::new(),
+        }
+    } else {
+        uv.run(&sync_args, home.root(), log)?
+    };
     if !out.success {
         let _ = fs::remove_dir_all(&env_dir);
         let message = out.message();

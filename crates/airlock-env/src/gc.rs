@@ -215,9 +215,10 @@ pub fn plan_gc(opts: &EnvOptions, packs: &[PathBuf]) -> io::Result<GcPlan> {
 fn keep_current(dir: &Path, o: &EnvOptions, keep_res: &mut HashSet<String>) -> Option<String> {
     let p = plan(dir, o).ok()?;
     keep_res.insert(p.inputs_hash.clone());
-    let lock =
-        fs::read_to_string(o.home.resolution_dir(&p.inputs_hash).join(RESOLVED_LOCK)).ok()?;
-    Some(env_key(&lock, &p.inputs.interpreter))
+    let res = o.home.resolution_dir(&p.inputs_hash);
+    let lock = fs::read_to_string(res.join(RESOLVED_LOCK)).ok()?;
+    let keyed = crate::conda_env::keyed_lock(&res, &lock);
+    Some(env_key(&keyed, &p.inputs.interpreter))
 }
 
 fn item(kind: GcKind, path: &Path, reason: &str) -> GcItem {

@@ -12,6 +12,9 @@
 
 mod builder;
 mod comfy;
+mod comfy_env_pixi;
+mod conda_env;
+mod cuda_wheels;
 mod comfy_env_toml;
 mod config;
 mod discover;
@@ -33,6 +36,7 @@ mod requirements_txt;
 mod run;
 mod scans;
 mod toml_doc;
+mod torch_family;
 mod uv;
 
 pub use builder::{
@@ -40,7 +44,8 @@ pub use builder::{
     check_env, ensure_env, env_python, env_state, plan,
 };
 pub use comfy::{COMFY_MODULES, ComfyImport, ComfyReason, core_requirements, find_comfy_import};
-pub use config::{AIRLOCK_TOML, COMFY_ENV_TOML, ConfigFormat, PackConfig};
+pub use comfy_env_pixi::CondaConfig;
+pub use config::{AIRLOCK_TOML, COMFY_ENV_TOML, ConfigFormat, PackConfig, comfy_env_configs};
 pub use discover::{CUSTOM_NODES_DIR, DiscoveredPack, MANAGED_DIR, Placement, discover_packs};
 pub use doctor::{
     EnvProbe, NodesState, PackReport, ReportState, fix_for, import_problem, nvml_present,

@@ -141,6 +141,7 @@ def ensure_env(
     host_python: str | os.PathLike[str] | None = None,
     build: bool = True,
     progress: Callable[[str], None] | None = None,
+    config: str | os.PathLike[str] | None = None,
 ) -> EnvInfo:
     """Makes sure the pack in ``pack_dir`` has its environment and returns it.
 
@@ -153,7 +154,8 @@ def ensure_env(
     ``comfyui_dir`` (default ``$COMFYUI_DIR``) supplies ComfyUI's requirements to packs that
     import ComfyUI; ``host_python`` (default: this interpreter) is used by packs that do not
     ask for a Python version; ``uv`` and ``home`` override ``$AIRLOCK_UV`` and
-    ``$AIRLOCK_HOME``.
+    ``$AIRLOCK_HOME``. ``config`` names one of the pack's comfy-env configs
+    (:func:`comfy_env_configs`), each its own environment.
 
     Raises :class:`ConfigError` for a bad config, :class:`EnvMissing`, or :class:`EnvError`
     (with ``pack``, ``requirement``, ``log_path`` and ``uv_message`` attributes).
@@ -170,4 +172,11 @@ def ensure_env(
         host_python=opt(host_python) or sys.executable,
         build=build,
         progress=progress,
+        config=opt(config),
     )
+
+
+def comfy_env_configs(pack_dir: str | os.PathLike[str]) -> list[str]:
+    """The ``comfy-env.toml`` files of a pack as comfy-env binds them, each one environment:
+    ``nodes/comfy-env.toml``, else each ``nodes/<sub>/comfy-env.toml`` (ADR 0025)."""
+    return _native.comfy_env_configs(os.fspath(pack_dir))  # type: ignore[no-any-return]

@@ -155,7 +155,27 @@ pub fn ensure_env(
     build: bool,
     progress: &dyn Progress,
 ) -> Result<EnvInfo, EnvError> {
-    let config = PackConfig::load(pack_dir)?;
+    ensure_env_at(pack_dir, None, opts, build, progress)
+}
+
+/// The config of the pack in `pack_dir`: `config_file`, one of the pack's comfy-env configs
+/// (each its own env), else the pack's own.
+pub fn load_config(pack_dir: &Path, config_file: Option<&Path>) -> Result<PackConfig, EnvError> {
+    Ok(match config_file {
+        Some(f) => PackConfig::load_comfy_env(pack_dir, f)?,
+        None => PackConfig::load(pack_dir)?,
+    })
+}
+
+/// [`ensure_env`] for the env of `config_file` (see [`load_config`]).
+pub fn ensure_env_at(
+    pack_dir: &Path,
+    config_file: Option<&Path>,
+    opts: &EnvOptions,
+    build: bool,
+    progress: &dyn Progress,
+) -> Result<EnvInfo, EnvError> {
+    let config = load_config(pack_dir, config_file)?;
     let name = config.name.clone();
     let result = ensure_config(config, opts, build, progress);
     progress.finish(&name);
@@ -201,14 +221,32 @@ fn ensure_config(
 
 /// Whether the pack in `pack_dir` has a usable env, without building anything.
 pub fn env_state(pack_dir: &Path, opts: &EnvOptions) -> Result<(Plan, EnvState), EnvError> {
-    let plan = plan(pack_dir, opts)?;
+    env_state_at(pack_dir, None, opts)
+}
+
+/// [`env_state`] for the env of `config_file` (see [`load_config`]).
+pub fn env_state_at(
+    pack_dir: &Path,
+    config_file: Option<&Path>,
+    opts: &EnvOptions,
+) -> Result<(Plan, EnvState), EnvError> {
+    let plan = plan_at(pack_dir, config_file, opts)?;
     let state = state_of(&plan, opts);
     Ok((plan, state))
 }
 
 /// Plans the env of the pack in `pack_dir` (config, ComfyUI requirements, interpreter, hash).
 pub fn plan(pack_dir: &Path, opts: &EnvOptions) -> Result<Plan, EnvError> {
-    let config = PackConfig::load(pack_dir)?;
+    plan_at(pack_dir, None, opts)
+}
+
+/// [`plan`] for the env of `config_file` (see [`load_config`]).
+pub fn plan_at(
+    pack_dir: &Path,
+    config_file: Option<&Path>,
+    opts: &EnvOptions,
+) -> Result<Plan, EnvError> {
+    let config = load_config(pack_dir, config_file)?;
     let name = config.name.clone();
     let uv = opts.uv.locate().ok();
     plan_config(config, opts, uv.as_ref(), None).map_err(|k| EnvError::build(&name, k))
@@ -400,6 +438,7 @@ fn record(plan: &Plan, info: &EnvInfo, opts: &EnvOptions) -> Result<(), BuildErr
         comfyui_dir: opts.comfyui_dir.clone(),
         host_python: opts.host_python.clone(),
         comfy: info.comfy,
+        config_file: comfy_env_file(&plan.config),
         updated: 0,
     };
     if let Some(old) = read_json::<PackRecord>(&path) {
@@ -689,4 +728,9 @@ fn finish_env(
     write_atomic(&marker, key.as_bytes()).map_err(BuildError::io(IoOp::Write, &marker))?;
     log.phase(&format!("ready: {}", env_dir.display()));
     Ok(true)
+}
+
+/// The config file a record names, for a comfy-env pack (whose envs are one per file).
+fn comfy_env_file(config: &PackConfig) -> Option<PathBuf> {
+    (config.format == crate::config::ConfigFormat::ComfyEnv).then(|| config.file.clone())
 }

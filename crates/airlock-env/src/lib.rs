@@ -41,7 +41,8 @@ mod uv;
 
 pub use builder::{
     COMPLETE_MARKER, ENV_LOCK, ENV_RECORD, EnvCheck, EnvInfo, EnvOptions, EnvState, Plan,
-    check_env, ensure_env, env_python, env_state, plan,
+    check_env, ensure_env, ensure_env_at, env_python, env_state, env_state_at, load_config, plan,
+    plan_at,
 };
 pub use comfy::{COMFY_MODULES, ComfyImport, ComfyReason, core_requirements, find_comfy_import};
 pub use comfy_env_pixi::CondaConfig;

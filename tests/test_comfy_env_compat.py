@@ -16,9 +16,9 @@ from comfy_airlock import compat, env
 PROBE = "import comfy_env, sys; print(comfy_env.__file__); print(sys.path.index({shim!r}))"
 
 
-def _run(code: str, **env_extra: str) -> subprocess.CompletedProcess:
+def _run(code: str, *flags: str, **env_extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, *flags, "-c", code],
         env={**os.environ, **env_extra},
         capture_output=True,
         text=True,
@@ -46,11 +46,12 @@ def test_the_pth_file_appends_the_shim_after_site_packages(tmp_path):
     site.mkdir()
     pth = compat.install_pth(str(site))
     assert pth.read_text().strip() == compat.shim_dir()
+    shim = compat.shim_dir()
     code = (
-        "import site, sys; before = len(sys.path); site.addsitedir(%r); "
-        "print(sys.path.index(%r) > sys.path.index(%r))" % (str(site), compat.shim_dir(), str(site))
+        f"import site, sys; site.addsitedir({str(site)!r}); "
+        f"print(sys.path.index({shim!r}) > sys.path.index({str(site)!r}))"
     )
-    out = _run(code)
+    out = _run(code, "-S")  # no site-packages yet: only the one this test makes
     assert out.stdout.strip() == "True", out.stderr
 
 
@@ -86,5 +87,7 @@ def test_a_missing_cuda_wheel_says_what_was_looked_for(tmp_path, monkeypatch):
     pack = _comfy_env_pack(tmp_path, '[cuda]\npackages = ["flash-attn"]\n')
     msg = _ensure(pack, tmp_path / "home")
     assert "MyPack/mesh: [cuda] flash-attn: no prebuilt wheel of flash-attn" in msg, msg
-    assert "CUDA 12.8 (+cu128)" in msg and "cp%d%d" % sys.version_info[:2] in msg, msg
+    assert "CUDA 12.8 (+cu128)" in msg and f"cp{sys.version_info[0]}{sys.version_info[1]}" in msg, (
+        msg
+    )
     assert str(tmp_path / "wheels") in msg, msg

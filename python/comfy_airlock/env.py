@@ -79,6 +79,12 @@ class PackConfig(TypedDict):
     call_deadline: float | None
     sandbox: Sandbox
     pickle: list[str]
+    # comfy-env.toml: conda match specs (None: no conda packages), channels, [cuda] packages,
+    # and what is read but not acted on (ADR 0024).
+    conda: list[str] | None
+    channels: list[str]
+    cuda_packages: list[str]
+    notices: list[str]
 
 
 class DiscoveredPack(TypedDict):
@@ -107,16 +113,23 @@ class EnvInfo(TypedDict):
     entry: str | None
     comfy: bool
     python_version: str
+    # A conda prefix (ADR 0024), and what its config says that is not acted on.
+    conda: bool
+    notices: list[str]
     call_deadline: float | None
     sandbox: Sandbox
     pickle: list[str]
 
 
-def pack_config(pack_dir: str | os.PathLike[str]) -> PackConfig:
+def pack_config(
+    pack_dir: str | os.PathLike[str], config: str | os.PathLike[str] | None = None
+) -> PackConfig:
     """Reads the config of the pack in ``pack_dir`` (``airlock.toml`` wins over
-    ``comfy-env.toml``). Raises :class:`ConfigError` naming the pack, the file, the line and
-    the key."""
-    return _native.pack_config(os.fspath(pack_dir))  # type: ignore[return-value]
+    ``comfy-env.toml``), or its comfy-env config ``config``. Raises :class:`ConfigError`
+    naming the pack, the file, the line and the key."""
+    return _native.pack_config(  # type: ignore[return-value]
+        os.fspath(pack_dir), None if config is None else os.fspath(config)
+    )
 
 
 def discover_packs(

@@ -27,7 +27,7 @@ FIXTURES = REPO / ".cache" / "test-comfy-env"
 
 def _channel() -> Path:
     base = host_base_python()
-    version = "%d.%d.%d" % sys.version_info[:3]
+    version = ".".join(map(str, sys.version_info[:3]))
     return make_channel(
         FIXTURES / "channels" / "conda-forge",
         [
@@ -65,7 +65,7 @@ def _cuda_wheel() -> tuple[Path, str]:
 
     cuda = (torch.version.cuda or "12.8").replace(".", "")[:3]
     torch_mm = ".".join(torch.__version__.split("+")[0].split(".")[:2])
-    py = "cp%d%d" % sys.version_info[:2]
+    py = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     local = f"cu{cuda}torch{torch_mm}"
     make_wheel(
         FIXTURES / "cuda-wheels" / "tinycuda",
@@ -108,6 +108,7 @@ def server(comfyui_dir, tmp_path_factory):
     ui.start()
     ui.install_output = installed.stdout + installed.stderr
     ui.local = local
+    ui.test_env = env
     yield ui
     ui.stop()
 
@@ -116,7 +117,10 @@ def test_install_py_builds_the_env_and_reports_peer_packs(server):
     out = server.install_output
     assert "comfyenv-pack/geometry: ready:" in out, out
     assert "ComfyUI-TinyPeer" in out and "does not clone" in out, out
-    assert "[cuda] tinycuda @ file://" in out, out
+    env_dir = Path(out.split("comfyenv-pack/geometry: ready: ", 1)[1].split()[0])
+    # The [cuda] package is in the lock, pinned to the wheel built for the host's torch and CUDA.
+    lock = (env_dir / "airlock.lock").read_text()
+    assert f"tinycuda @ file://{FIXTURES}/cuda-wheels/tinycuda/tinycuda-0.1+{server.local}-" in lock
 
 
 def test_nodes_register_isolated_and_in_process(server):
@@ -152,3 +156,17 @@ def test_isolated_nodes_run_in_their_conda_env(server):
     assert (prefix / "share" / "tinygeom" / "linux.txt").is_file(), "[target.linux-64]"
     plain = outputs["3"]["text"][0]
     assert plain == f"plain from {sys.prefix}", "a folder without comfy-env.toml: in-process"
+
+
+def test_doctor_lists_the_sub_env(server, comfyui_dir):
+    cmd = [sys.executable, "-m", "comfy_airlock.cli", "doctor", "--comfyui", str(comfyui_dir)]
+    out = subprocess.run(
+        [*cmd, "--base", str(server.base_dir)],
+        env={**os.environ, **server.test_env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    text = out.stdout + out.stderr
+    assert "comfyenv-pack/geometry [ok]" in text, text
+    assert "nodes/geometry/comfy-env.toml" in text, text

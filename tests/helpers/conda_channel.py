@@ -106,6 +106,7 @@ def make_channel(channel: Path, packages: list[Package]) -> Path:
     from rattler.index import index_fs
 
     (channel / "noarch").mkdir(parents=True, exist_ok=True)
+    changed = not (channel / "noarch" / "repodata.json").is_file()
     for p in packages:
         sub = channel / p.subdir
         sub.mkdir(parents=True, exist_ok=True)
@@ -113,7 +114,10 @@ def make_channel(channel: Path, packages: list[Package]) -> Path:
         data = _archive(p)
         if not target.is_file() or target.read_bytes() != data:
             target.write_bytes(data)
-    asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
+            changed = True
+    # The index records when it was made: re-indexing unchanged packages would change it.
+    if changed:
+        asyncio.run(index_fs(channel, write_zst=False, write_shards=False, force=True))
     return channel
 
 

@@ -4,9 +4,9 @@
 //! `AIRLOCK_CONDA_CHANNEL_ALIAS` says otherwise (conda's `channel_alias`: a mirror, or a local
 //! folder of channels in tests). Relative folders are read against the pack's folder.
 
-use std::path::Path;
 use rattler_conda_types::{Channel, ChannelConfig};
 use reqwest::Url;
+use std::path::Path;
 
 use crate::error::CondaError;
 
@@ -67,7 +67,10 @@ mod tests {
         let root = Path::new("/packs/p");
         let config = ChannelConfig::default_with_root_dir(root.to_path_buf());
         let url = |c: &str| parse(c, &config).unwrap().base_url.to_string();
-        assert_eq!(url("conda-forge"), "https://conda.anaconda.org/conda-forge/");
+        assert_eq!(
+            url("conda-forge"),
+            "https://conda.anaconda.org/conda-forge/"
+        );
         assert_eq!(url("https://example.org/ch"), "https://example.org/ch/");
         assert_eq!(url("/srv/channel"), "file:///srv/channel/");
         assert!(alias_url("relative/dir").is_err());

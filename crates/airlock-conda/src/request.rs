@@ -132,10 +132,7 @@ mod tests {
         let mut bpy = CondaSpec::new("bpy", "*");
         bpy.channel = Some("extra".into());
         r.specs = vec![CondaSpec::new("cgal", "*"), bpy];
-        assert_eq!(
-            r.all_channels(),
-            ["conda-forge", "pozzettiandrea", "extra"]
-        );
+        assert_eq!(r.all_channels(), ["conda-forge", "pozzettiandrea", "extra"]);
         assert_eq!(r.packages_from("conda-forge"), ["cgal"]);
         assert_eq!(r.packages_from("extra"), ["cgal", "bpy"]);
     }

@@ -56,7 +56,12 @@ impl SystemRequirements {
             )))
         };
         if let Some(v) = &self.linux {
-            need("Linux", v, host_linux(), "its kernel; CONDA_OVERRIDE_LINUX overrides")?;
+            need(
+                "Linux",
+                v,
+                host_linux(),
+                "its kernel; CONDA_OVERRIDE_LINUX overrides",
+            )?;
         }
         if let Some(l) = &self.libc {
             if l.family != "glibc" {
@@ -65,7 +70,12 @@ impl SystemRequirements {
                     l.family
                 )));
             }
-            need("glibc", &l.version, host_glibc(), "CONDA_OVERRIDE_GLIBC overrides")?;
+            need(
+                "glibc",
+                &l.version,
+                host_glibc(),
+                "CONDA_OVERRIDE_GLIBC overrides",
+            )?;
         }
         if let Some(v) = &self.cuda {
             let have = std::env::var("CONDA_OVERRIDE_CUDA")
@@ -114,8 +124,14 @@ pub(crate) fn generic(req: &SystemRequirements) -> Result<Vec<GenericVirtualPack
     virtual_packages(req)
         .into_iter()
         .map(|(name, version)| {
-            let bad = |why: String| CondaError::System(format!("[system-requirements] {name} = {version:?}: {why}"));
-            let build = if name == "__archspec" { arch.clone() } else { "0".into() };
+            let bad = |why: String| {
+                CondaError::System(format!("[system-requirements] {name} = {version:?}: {why}"))
+            };
+            let build = if name == "__archspec" {
+                arch.clone()
+            } else {
+                "0".into()
+            };
             Ok(GenericVirtualPackage {
                 name: PackageName::from_str(&name).map_err(|e| bad(e.to_string()))?,
                 version: Version::from_str(&version).map_err(|e| bad(e.to_string()))?,
@@ -149,7 +165,9 @@ pub fn host_linux() -> Option<String> {
         if libc::uname(&mut u) != 0 {
             return None;
         }
-        CStr::from_ptr(u.release.as_ptr()).to_string_lossy().into_owned()
+        CStr::from_ptr(u.release.as_ptr())
+            .to_string_lossy()
+            .into_owned()
     };
     let v: String = release
         .chars()
@@ -211,7 +229,10 @@ mod tests {
         // No driver known (and no override in this test's environment unless set).
         if std::env::var_os("CONDA_OVERRIDE_CUDA").is_none() {
             let e = cuda.check_host(None).unwrap_err().to_string();
-            assert!(e.contains("CUDA driver of version 12, and this machine has none"), "{e}");
+            assert!(
+                e.contains("CUDA driver of version 12, and this machine has none"),
+                "{e}"
+            );
         }
         cuda.check_host(Some("12.4")).unwrap();
         assert!(cuda.check_host(Some("11.8")).is_err());

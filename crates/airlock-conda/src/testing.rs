@@ -62,7 +62,11 @@ impl TestPackage {
     pub fn python_standing_for(base: &Path, version: &str) -> TestPackage {
         let minor: Vec<&str> = version.split('.').take(2).collect();
         let minor = minor.join(".");
-        let home = base.parent().unwrap_or(Path::new("/")).display().to_string();
+        let home = base
+            .parent()
+            .unwrap_or(Path::new("/"))
+            .display()
+            .to_string();
         let target = base.display().to_string();
         TestPackage::new("python", version, "linux-64")
             .link("bin/python", &target)
@@ -70,7 +74,9 @@ impl TestPackage {
             .link(&format!("bin/python{minor}"), &target)
             .file(
                 "pyvenv.cfg",
-                &format!("home = {home}\ninclude-system-site-packages = false\nversion = {version}\n"),
+                &format!(
+                    "home = {home}\ninclude-system-site-packages = false\nversion = {version}\n"
+                ),
             )
             .file(
                 &format!("lib/python{minor}/site-packages/_test_channel_python.pth"),

@@ -35,11 +35,11 @@ use crate::home::{Home, pack_id};
 use crate::host_pins;
 use crate::inputs::{Inputs, env_key, lock_packages};
 use crate::interpreter::{Finder, Interpreter};
+use crate::plan_extras;
 use crate::policy::WorkerPolicy;
 use crate::progress::Progress;
 use crate::record::{EnvRecord, PackRecord, now, read_json, write_atomic, write_json};
 use crate::requirement;
-use crate::torch_family;
 use crate::uv::{RunLog, Uv, UvLocator};
 
 /// The completion marker of an env, written last.
@@ -290,43 +290,7 @@ fn plan_config(
         Some(c) => c.interpreter(&finder.find(None)?),
         None => finder.find(config.python.as_deref())?,
     };
-    let mut notices = config.notices.clone();
-    let (constraints, torch_index) =
-        torch_family::constraints(&host, &interpreter.version, &config.dependencies);
-    let mut extra_index_urls = config.extra_index_urls.clone();
-    if let Some(index) = torch_index.filter(|i| !extra_index_urls.contains(i)) {
-        extra_index_urls.push(index);
-    }
-    let (cuda, family): (Vec<String>, Vec<String>) = config
-        .cuda_packages
-        .iter()
-        .cloned()
-        .partition(|p| !torch_family::TORCH_FAMILY.contains(&p.as_str()));
-    if !family.is_empty() {
-        notices.push(format!(
-            "[cuda] {}: the torch family is the host's (or the pack's pin), not a [cuda] wheel",
-            family.join(", ")
-        ));
-    }
-    let cuda_target = cuda_wheels::Target::of_host(
-        host.installed.get("torch").map(String::as_str),
-        host.torch_cuda.as_deref(),
-        &interpreter.version,
-    )
-    .filter(|_| !cuda.is_empty());
-    if !cuda.is_empty() && cuda_target.is_none() {
-        notices.push(format!(
-            "[cuda] {} skipped: the host's torch has no CUDA (set AIRLOCK_CUDA_VERSION to \
-             match wheels anyway)",
-            cuda.join(", ")
-        ));
-    }
-    let mut extra = conda.as_ref().map(CondaPlan::describe).unwrap_or_default();
-    if let Some(t) = &cuda_target {
-        extra.push(format!("cuda-index {}", cuda_wheels::index_location()));
-        extra.push(format!("cuda-target {}", t.describe()));
-        extra.extend(cuda.iter().map(|p| format!("cuda {p}")));
-    }
+    let extras = plan_extras::extras(&config, &host, &interpreter, conda.as_ref());
     let comfy_requirements = match (&comfy, &opts.comfyui_dir) {
         (None, _) => Vec::new(),
         (Some(reason), None) => return Err(BuildError::NoComfyUi(reason.clone())),
@@ -346,10 +310,10 @@ fn plan_config(
         pack_requirements: config.dependencies.clone(),
         comfy_requirements,
         index_url: config.index_url.clone(),
-        extra_index_urls,
+        extra_index_urls: extras.extra_index_urls,
         find_links: config.find_links.clone(),
-        constraints,
-        extra,
+        constraints: extras.constraints,
+        extra: extras.hashed,
     };
     Ok(Plan {
         pack_id: pack_id(&config.name, &config.dir),
@@ -358,9 +322,9 @@ fn plan_config(
         comfy,
         inputs,
         conda,
-        cuda: if cuda_target.is_some() { cuda } else { Vec::new() },
-        cuda_target,
-        notices,
+        cuda: extras.cuda,
+        cuda_target: extras.cuda_target,
+        notices: extras.notices,
     })
 }
 
@@ -382,7 +346,10 @@ fn state_of(plan: &Plan, opts: &EnvOptions) -> EnvState {
         });
     };
     let res = home.resolution_dir(&plan.inputs_hash);
-    let key = env_key(&conda_env::keyed_lock(&res, &lock), &plan.inputs.interpreter);
+    let key = env_key(
+        &conda_env::keyed_lock(&res, &lock),
+        &plan.inputs.interpreter,
+    );
     let env_dir = home.env_dir(&key);
     EnvState::NotReady(match check_env(&env_dir) {
         EnvCheck::Complete => return EnvState::Ready(Box::new(info(plan, opts, &key, false))),
@@ -486,50 +453,21 @@ fn resolve(
         return Ok(text);
     }
     fs::create_dir_all(&dir).map_err(BuildError::io(IoOp::Create, &dir))?;
-    for notice in &plan.notices {
-        log.phase(&format!("note: {notice}"));
-    }
-    let mut requirements = plan.inputs.requirements_in();
-    if let Some(target) = &plan.cuda_target {
-        let index = cuda_wheels::index_location();
-        for package in &plan.cuda {
-            log.phase(&format!("[cuda] {package}: looking for {}", target.describe()));
-            let req = cuda_wheels::resolve(package, target, &index)?;
-            log.phase(&format!("[cuda] {req}"));
-            requirements.push_str(&req);
-            requirements.push('\n');
-        }
-    }
-    let req_in = dir.join("requirements.in");
-    write_atomic(&req_in, requirements.as_bytes())
-        .map_err(BuildError::io(IoOp::Write, &req_in))?;
-    let mut constraint_files = Vec::new();
-    if !plan.inputs.constraints.is_empty() {
-        let c = dir.join("constraints.txt");
-        let text: String = plan.inputs.constraints.iter().map(|l| format!("{l}\n")).collect();
-        write_atomic(&c, text.as_bytes()).map_err(BuildError::io(IoOp::Write, &c))?;
-        constraint_files.push(c);
-    }
-    let mut python = plan.inputs.interpreter.path.clone();
-    if let Some(conda) = &plan.conda {
-        let (p, provided) =
-            conda_env::prepare_resolution(conda, &dir, &home.conda_cache(), uv, log)?;
-        python = p;
-        constraint_files.push(provided);
-    }
+    let (req_in, python, constraint_files) = plan_extras::prepare(plan, &dir, home, uv, log)?;
     let tmp = dir.join(format!("lock.{}.tmp", std::process::id()));
     let _ = fs::remove_file(&tmp);
-    let n = plan.inputs.requirements().count();
+    let n = plan.inputs.requirements().count() + plan.cuda.len();
     log.phase(&format!(
         "resolving {n} requirement{} for {} (uv pip compile)",
         if n == 1 { "" } else { "s" },
-        plan.inputs.interpreter.describe()
+        plan.conda.as_ref().map_or_else(
+            || plan.inputs.interpreter.describe(),
+            |c| format!("conda's Python {}", c.python)
+        )
     ));
     let mut args: Vec<OsString> = ["pip", "compile", "--python"].map(OsString::from).to_vec();
     args.push(python.clone().into());
-    for c in &constraint_files {
-        args.extend(["-c".into(), c.clone().into()]);
-    }
+    args.extend(plan_extras::constraint_args(&constraint_files));
     args.extend(
         [
             "--no-header",

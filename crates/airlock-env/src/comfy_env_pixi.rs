@@ -254,7 +254,9 @@ pub(crate) fn pypi_options(
                         .iter()
                         .find(|(k, _)| matches!(k.get_ref().as_ref(), "path" | "url"))
                         .map(|(_, p)| doc.nonempty(&field, p))
-                        .unwrap_or_else(|| Err(doc.wrong_type(&field, item, "{ path } or { url }"))),
+                        .unwrap_or_else(|| {
+                            Err(doc.wrong_type(&field, item, "{ path } or { url }"))
+                        }),
                     DeValue::String(_) => doc.nonempty(&field, item),
                     _ => Err(doc.wrong_type(&field, item, "an array of { path } or { url }")),
                 })?;
@@ -310,9 +312,9 @@ pub(crate) fn cuda(
                 DeValue::String(_) => out.push(doc.nonempty(&field, cv)?),
                 _ => out = doc.string_array(&field, cv)?,
             },
-            other => parts
-                .notices
-                .push(format!("[cuda] {other} is not a comfy-env key and is not used")),
+            other => parts.notices.push(format!(
+                "[cuda] {other} is not a comfy-env key and is not used"
+            )),
         }
     }
     Ok(out)

@@ -30,9 +30,9 @@ pub(crate) fn parse(doc: &Doc<'_>, c: &mut PackConfig) -> Result<(), ConfigError
             "dependencies" => pixi::conda_dependencies(doc, full, v, parts)?,
             "pypi-dependencies" => pypi_dependencies(doc, &dir, full, v, parts)?,
             "activation" => pixi::activation(doc, full, v, parts)?,
-            "host-dependencies" | "build-dependencies" | "tasks" => parts
-                .notices
-                .push(format!("[{full}] is for building or tasks and is not installed")),
+            "host-dependencies" | "build-dependencies" | "tasks" => parts.notices.push(format!(
+                "[{full}] is for building or tasks and is not installed"
+            )),
             _ => return Ok(false),
         }
         Ok(true)
@@ -225,7 +225,6 @@ fn from_table(
     })
 }
 
-
 #[cfg(test)]
 mod tests {
     use std::fs;
@@ -285,7 +284,10 @@ health_check_timeout = 10
         ];
         want.sort();
         assert_eq!(deps, want);
-        assert_eq!(c.extra_index_urls, ["https://example.org/pyquadwild/simple/"]);
+        assert_eq!(
+            c.extra_index_urls,
+            ["https://example.org/pyquadwild/simple/"]
+        );
         assert_eq!(c.env_vars["KMP_DUPLICATE_LIB_OK"], "TRUE");
         assert_eq!(c.env_vars["OMP_NUM_THREADS"], "1");
     }
@@ -354,7 +356,9 @@ packages = ["libgl1"]
         assert_eq!(c.env_vars["MESA_GL_VERSION_OVERRIDE"], "4.5");
         assert_eq!(c.cuda_packages, ["cumesh", "torch"]);
         assert!(
-            c.notices.iter().any(|n| n.contains("[apt]") && n.contains("libgl1")),
+            c.notices
+                .iter()
+                .any(|n| n.contains("[apt]") && n.contains("libgl1")),
             "{:?}",
             c.notices
         );
@@ -389,7 +393,10 @@ packages = ["libgl1"]
         );
         for section in ["feature.gpu", "environments", "node_packs", "types"] {
             let (_d, r) = load("comfy-env.toml", &format!("[{section}]\nx = \"y\"\n"));
-            assert!(matches!(r, Err(ConfigError::Unsupported { .. })), "{section}: {r:?}");
+            assert!(
+                matches!(r, Err(ConfigError::Unsupported { .. })),
+                "{section}: {r:?}"
+            );
         }
         let (_d, r) = load("comfy-env.toml", "[tasks]\nx = \"y\"\n");
         assert!(r.unwrap().notices[0].contains("[tasks]"));
@@ -407,8 +414,14 @@ packages = ["libgl1"]
         for sub in ["mesh", "render", "_private", "plain"] {
             w(&format!("nodes/{sub}/__init__.py"), "");
         }
-        w("nodes/mesh/comfy-env.toml", "[dependencies]\ncgal = \"*\"\n");
-        w("nodes/render/comfy-env.toml", "[pypi-dependencies]\nsix = \"*\"\n");
+        w(
+            "nodes/mesh/comfy-env.toml",
+            "[dependencies]\ncgal = \"*\"\n",
+        );
+        w(
+            "nodes/render/comfy-env.toml",
+            "[pypi-dependencies]\nsix = \"*\"\n",
+        );
         w("nodes/_private/comfy-env.toml", "");
         w("nodes/nopkg/comfy-env.toml", "");
         let files = comfy_env_configs(d.path());
@@ -416,7 +429,10 @@ packages = ["libgl1"]
             .iter()
             .map(|f| f.strip_prefix(d.path()).unwrap().display().to_string())
             .collect();
-        assert_eq!(rel, ["nodes/mesh/comfy-env.toml", "nodes/render/comfy-env.toml"]);
+        assert_eq!(
+            rel,
+            ["nodes/mesh/comfy-env.toml", "nodes/render/comfy-env.toml"]
+        );
         let folder = d.path().file_name().unwrap().to_string_lossy().into_owned();
         let mesh = PackConfig::load_comfy_env(d.path(), &files[0]).unwrap();
         assert_eq!(mesh.name, format!("{folder}/mesh"));
@@ -429,6 +445,9 @@ packages = ["libgl1"]
         let files = comfy_env_configs(d.path());
         assert_eq!(files, [d.path().join("nodes/comfy-env.toml")]);
         let c = PackConfig::load_comfy_env(d.path(), &files[0]).unwrap();
-        assert_eq!((c.name.as_str(), c.entry.as_deref()), (folder.as_str(), Some("nodes")));
+        assert_eq!(
+            (c.name.as_str(), c.entry.as_deref()),
+            (folder.as_str(), Some("nodes"))
+        );
     }
 }

@@ -66,7 +66,8 @@ pub fn plan(config: &PackConfig, host: &Interpreter) -> Option<CondaPlan> {
 /// A `python = "3.11"` request as a conda version: `3.11.*`.
 fn as_conda_version(request: &str) -> String {
     let r = request.trim();
-    if r.starts_with(|c: char| c.is_ascii_digit()) && r.split('.').count() == 2 && !r.contains('*') {
+    if r.starts_with(|c: char| c.is_ascii_digit()) && r.split('.').count() == 2 && !r.contains('*')
+    {
         format!("{r}.*")
     } else {
         r.to_string()
@@ -77,8 +78,11 @@ fn as_conda_version(request: &str) -> String {
 fn minor(v: &str) -> Option<String> {
     let v = v.trim().trim_start_matches("==");
     let parts: Vec<&str> = v.split('.').take(2).collect();
-    (parts.len() == 2 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())))
-        .then(|| parts.join("."))
+    (parts.len() == 2
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())))
+    .then(|| parts.join("."))
 }
 
 impl CondaPlan {
@@ -109,7 +113,10 @@ impl CondaPlan {
                 .into_iter()
                 .map(|v| format!("conda-virtual {v}")),
         );
-        out.push(format!("conda-platform {}", airlock_conda::current_platform()));
+        out.push(format!(
+            "conda-platform {}",
+            airlock_conda::current_platform()
+        ));
         out
     }
 

@@ -37,7 +37,11 @@ pub struct Target {
 
 impl Target {
     /// The host's, for an env on Python `python`; None when the host's torch has no CUDA.
-    pub fn of_host(torch_version: Option<&str>, torch_cuda: Option<&str>, python: &str) -> Option<Target> {
+    pub fn of_host(
+        torch_version: Option<&str>,
+        torch_cuda: Option<&str>,
+        python: &str,
+    ) -> Option<Target> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let cuda = env("AIRLOCK_CUDA_VERSION")
             .or_else(|| env("CONDA_OVERRIDE_CUDA"))
@@ -108,7 +112,10 @@ pub fn resolve(package: &str, target: &Target, index: &str) -> Result<String, Bu
             let names = variants(package);
             candidates.extend(found.into_iter().filter(|(_, t)| {
                 target.matches(t)
-                    && names.iter().any(|n| t.starts_with(&format!("{}-", n.replace('-', "_"))) || t.starts_with(&format!("{n}-")))
+                    && names.iter().any(|n| {
+                        t.starts_with(&format!("{}-", n.replace('-', "_")))
+                            || t.starts_with(&format!("{n}-"))
+                    })
             }));
         }
     }
@@ -181,7 +188,10 @@ fn folder_links(dir: &Path) -> Result<Vec<(String, String)>, String> {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "whl"))
         .map(|p| {
-            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             (format!("file://{}", p.display()), name)
         })
         .collect();
@@ -200,7 +210,11 @@ fn parse_page(html: &str) -> Vec<(String, String)> {
         rest = &rest[end..];
         let text = rest
             .find('>')
-            .and_then(|gt| rest[gt + 1..].find('<').map(|lt| &rest[gt + 1..gt + 1 + lt]))
+            .and_then(|gt| {
+                rest[gt + 1..]
+                    .find('<')
+                    .map(|lt| &rest[gt + 1..gt + 1 + lt])
+            })
             .unwrap_or("")
             .trim();
         let path = href.split('#').next().unwrap_or(href);
@@ -260,9 +274,14 @@ mod tests {
         assert!(req.ends_with("manylinux_2_28_x86_64.whl"), "{req}");
         let mut other = target();
         other.torch = "2.9".into();
-        let e = resolve("tiny-cuda", &other, &index).unwrap_err().to_string();
+        let e = resolve("tiny-cuda", &other, &index)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no prebuilt wheel of tiny-cuda"), "{e}");
-        assert!(e.contains("torch 2.9") && e.contains("+cu128") && e.contains("cp311"), "{e}");
+        assert!(
+            e.contains("torch 2.9") && e.contains("+cu128") && e.contains("cp311"),
+            "{e}"
+        );
         assert!(e.contains(&index), "{e}");
     }
 }

@@ -259,6 +259,45 @@ mod tests {
     }
 
     #[test]
+    fn comfy_env_packs_are_one_entry_per_env_in_both_places() {
+        let base = tempfile::tempdir().unwrap();
+        let b = base.path();
+        for root in ["isolated_nodes/ce", "custom_nodes/ce2"] {
+            write(
+                &b.join(root).join("__init__.py"),
+                "from comfy_env import register_nodes\nNODE_CLASS_MAPPINGS, _ = register_nodes()\n",
+            );
+            for sub in ["mesh", "render"] {
+                write(&b.join(root).join(format!("nodes/{sub}/__init__.py")), "");
+                write(
+                    &b.join(root).join(format!("nodes/{sub}/comfy-env.toml")),
+                    "[pypi-dependencies]\nsix = \"*\"\n",
+                );
+            }
+        }
+        // A custom_nodes pack with a comfy-env layout that does not use comfy_env: ComfyUI's.
+        write(&b.join("custom_nodes/other/__init__.py"), "");
+        write(&b.join("custom_nodes/other/nodes/comfy-env.toml"), "");
+        let packs = discover_packs(b, &[]);
+        let names: Vec<(&str, Placement, bool)> = packs
+            .iter()
+            .map(|p| (p.name.as_str(), p.placement, p.opted_in))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("ce/mesh", Placement::Managed, true),
+                ("ce/render", Placement::Managed, true),
+                ("ce2/mesh", Placement::CustomNodes, true),
+                ("ce2/render", Placement::CustomNodes, true),
+            ]
+        );
+        let mesh = packs[0].config.as_ref().unwrap();
+        assert_eq!(mesh.entry.as_deref(), Some("nodes.mesh"));
+        assert!(mesh.file.ends_with("nodes/mesh/comfy-env.toml"));
+    }
+
+    #[test]
     fn missing_roots_are_empty() {
         let base = tempfile::tempdir().unwrap();
         assert!(discover_packs(base.path(), &[base.path().join("nope")]).is_empty());

@@ -65,8 +65,7 @@ impl Inputs {
         reqs.dedup();
         let i = &self.interpreter;
         let mut h = ContentHash::new("airlock-inputs-v1");
-        h
-            .opt("python-request", self.python_request.as_deref())
+        h.opt("python-request", self.python_request.as_deref())
             .field("implementation", &i.implementation)
             .field("version", &i.version)
             .field("platform", &i.platform)

@@ -53,10 +53,14 @@ mod tests {
     fn host(torch: &str) -> HostPackages {
         HostPackages {
             python: "3.11".into(),
-            installed: [("torch", torch), ("torchvision", "0.29.2"), ("numpy", "2.1")]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            installed: [
+                ("torch", torch),
+                ("torchvision", "0.29.2"),
+                ("numpy", "2.1"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
             torch_cuda: None,
         }
     }
@@ -66,11 +70,21 @@ mod tests {
         let (c, index) = constraints(&host("2.15.0"), "3.11.7", &[]);
         assert_eq!(c, ["torch==2.15.0", "torchvision==0.29.2"]);
         assert_eq!(index, None);
-        let (c, _) = constraints(&host("2.15.0"), "3.11", &["torch>=2.4".into(), "torchvision".into()]);
+        let (c, _) = constraints(
+            &host("2.15.0"),
+            "3.11",
+            &["torch>=2.4".into(), "torchvision".into()],
+        );
         assert_eq!(c, ["torchvision==0.29.2"], "a bare name pins nothing");
         let (c, _) = constraints(&host("2.15.0"), "3.10.4", &[]);
-        assert!(c.is_empty(), "another Python: the host's versions may not exist there");
+        assert!(
+            c.is_empty(),
+            "another Python: the host's versions may not exist there"
+        );
         let (_, index) = constraints(&host("2.5.1+cu121"), "3.11", &[]);
-        assert_eq!(index.as_deref(), Some("https://download.pytorch.org/whl/cu121"));
+        assert_eq!(
+            index.as_deref(),
+            Some("https://download.pytorch.org/whl/cu121")
+        );
     }
 }

@@ -75,7 +75,10 @@ pub fn config_dict<'py>(py: Python<'py>, c: &PackConfig) -> PyResult<Bound<'py, 
     )?;
     d.set_item(
         "channels",
-        c.conda.as_ref().map(|k| k.channels.clone()).unwrap_or_default(),
+        c.conda
+            .as_ref()
+            .map(|k| k.channels.clone())
+            .unwrap_or_default(),
     )?;
     d.set_item("cuda_packages", &c.cuda_packages)?;
     d.set_item("notices", &c.notices)?;
@@ -143,10 +146,15 @@ pub fn pickle_denied_modules() -> Vec<&'static str> {
 }
 
 #[pyfunction]
-pub fn pack_config<'py>(py: Python<'py>, pack_dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-    match PackConfig::load(&pack_dir) {
+#[pyo3(signature = (pack_dir, config = None))]
+pub fn pack_config<'py>(
+    py: Python<'py>,
+    pack_dir: PathBuf,
+    config: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    match airlock_env::load_config(&pack_dir, config.as_deref()) {
         Ok(c) => config_dict(py, &c),
-        Err(e) => Err(env_error(py, &CoreEnvError::Config(e))),
+        Err(e) => Err(env_error(py, &e)),
     }
 }
 

@@ -42,8 +42,7 @@ mod _native {
     use crate::cli::cli_main;
     #[pymodule_export]
     use crate::env::{
-        comfy_env_configs, discover_packs, ensure_env, pack_config, pickle_denied_modules,
-        scan_key,
+        comfy_env_configs, discover_packs, ensure_env, pack_config, pickle_denied_modules, scan_key,
     };
     #[pymodule_export]
     use crate::errors::{ConfigError, EnvError, EnvMissing};

@@ -31,7 +31,9 @@ def _in_worker() -> bool:
     return os.environ.get("AIRLOCK_WORKER") == "1"
 
 
-def register_nodes(caller_file: str | None, caller_module: str | None, nodes_package: str) -> Mappings:
+def register_nodes(
+    caller_file: str | None, caller_module: str | None, nodes_package: str
+) -> Mappings:
     if not caller_file:
         raise RuntimeError("comfy_env.register_nodes() must be called from a pack's __init__.py")
     pkg_dir = os.path.dirname(os.path.abspath(caller_file))

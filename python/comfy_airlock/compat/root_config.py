@@ -69,7 +69,9 @@ def load_serializers(pkg_dir: str, root: dict[str, Any]) -> None:
         return
     name = os.path.basename(pkg_dir)
     if not os.path.isfile(path):
-        raise ValueError(f"{name}: [types] declares custom socket(s) {custom} but {path} is missing")
+        raise ValueError(
+            f"{name}: [types] declares custom socket(s) {custom} but {path} is missing"
+        )
     from comfy_airlock import values
 
     before = values.name_codec_count()

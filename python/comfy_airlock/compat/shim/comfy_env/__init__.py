@@ -44,7 +44,9 @@ def install(config=None, node_dir=None, log_callback=None, dry_run=False):
     from comfy_airlock.compat import host
 
     file, _ = _caller()
-    return host.install(node_dir or (os.path.dirname(file) if file else None), log_callback, dry_run)
+    return host.install(
+        node_dir or (os.path.dirname(file) if file else None), log_callback, dry_run
+    )
 
 
 def copy_files(src, dst, pattern="*", overwrite=False):

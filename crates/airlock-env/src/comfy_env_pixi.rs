@@ -77,12 +77,16 @@ pub(crate) fn conda_dependencies(
     Ok(())
 }
 
+/// Reads one section (name, full key, value) into the parts; false: not a section it knows.
+pub(crate) type Section<'s> =
+    dyn FnMut(&str, &str, &Value<'_>, &mut Parts) -> Result<bool, ConfigError> + 's;
+
 /// `[target.<platform>]`: the tables of the platforms this machine is, in pixi's order.
 pub(crate) fn targets(
     doc: &Doc<'_>,
     v: &Value<'_>,
     parts: &mut Parts,
-    section: &mut dyn FnMut(&str, &str, &Value<'_>, &mut Parts) -> Result<bool, ConfigError>,
+    section: &mut Section<'_>,
 ) -> Result<(), ConfigError> {
     let table = doc.table("target", v)?;
     for selector in selectors() {

@@ -143,7 +143,7 @@ pub fn keyed_lock(resolution: &Path, pip_lock: &str) -> String {
 
 fn conda_err<'a>(log: &'a RunLog<'_>) -> impl Fn(airlock_conda::CondaError) -> BuildError + 'a {
     move |source| BuildError::Conda {
-        source,
+        source: Box::new(source),
         log: log.path.clone(),
     }
 }

@@ -126,10 +126,18 @@ pub fn resolve(package: &str, target: &Target, index: &str) -> Result<String, Bu
     match best {
         Some((url, _)) => Ok(format!("{} @ {url}", package.replace('_', "-"))),
         None if unreachable.len() == variants(package).len() && is_url(index) => {
+            // One cause is enough: the pages differ only in how the name is spelt.
+            let (pages, causes): (Vec<String>, Vec<String>) = unreachable
+                .into_iter()
+                .map(|u| match u.split_once(": ") {
+                    Some((page, why)) => (page.to_string(), why.to_string()),
+                    None => (String::new(), u),
+                })
+                .unzip();
             Err(BuildError::CudaIndex {
                 package: package.to_string(),
                 index: index.to_string(),
-                cause: unreachable.join("; "),
+                cause: format!("{} (tried {})", causes[0], pages.join(", ")),
             })
         }
         None => Err(BuildError::CudaWheel {

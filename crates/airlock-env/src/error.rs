@@ -315,7 +315,7 @@ pub enum BuildError {
     /// package or the prefix).
     #[error("{source}\nfull log: {}", log.display())]
     Conda {
-        source: airlock_conda::CondaError,
+        source: Box<airlock_conda::CondaError>,
         log: PathBuf,
     },
     #[error(

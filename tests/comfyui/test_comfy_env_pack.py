@@ -170,3 +170,27 @@ def test_doctor_lists_the_sub_env(server, comfyui_dir):
     text = out.stdout + out.stderr
     assert "comfyenv-pack/geometry [ok]" in text, text
     assert "nodes/geometry/comfy-env.toml" in text, text
+
+
+def test_from_isolated_nodes_too(server, comfyui_dir, tmp_path):
+    """The same pack unchanged in isolated_nodes/ (comfy-airlock's custom node loads it):
+    nothing of it is imported in ComfyUI, so its in-process folder is not loaded (and the log
+    says so), its env and custom socket work as from custom_nodes/."""
+    base = make_base_dir(
+        tmp_path,
+        custom_nodes={"comfy-airlock": REPO / "custom_node"},
+        isolated={"comfyenv-pack": PACK},
+    )
+    env = {**server.test_env, "AIRLOCK_AUTO_BUILD": "0"}
+    with ComfyUI(comfyui_dir, base, env=env) as ui:
+        info = ui.object_info()
+        assert "GeometryReport" in info and "PlainEcho" not in info
+        prompt = {
+            "1": {"class_type": "MakeMeshlet", "inputs": {"count": 2}},
+            "2": {"class_type": "GeometryReport", "inputs": {"meshlet": ["1", 0]}},
+        }
+        facts = dict(ast.literal_eval(ui.run(prompt, timeout=600)["outputs"]["2"]["text"][0]))
+        assert facts["last"] == [1, 1] and facts["tool"] == "tinygeom 1.2 from conda"
+        log = ui.log_text()
+        assert "nodes/plain not loaded" in log, log[-3000:]
+        assert "ComfyUI-TinyPeer" in log

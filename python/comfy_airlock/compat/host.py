@@ -81,6 +81,53 @@ def register_nodes(
     return mappings, display
 
 
+def unbound_folders(pack_dir: str) -> list[str]:
+    """``nodes/<sub>`` packages of a comfy-env pack that have no ``comfy-env.toml`` (comfy-env
+    imports them in ComfyUI's process; from ``isolated_nodes/`` nothing is)."""
+    nodes_dir = os.path.join(pack_dir, "nodes")
+    if not os.path.isdir(nodes_dir) or os.path.isfile(os.path.join(nodes_dir, "comfy-env.toml")):
+        return []
+    return [
+        f"nodes/{sub}"
+        for sub in _subpackages(nodes_dir)
+        if not os.path.isfile(os.path.join(nodes_dir, sub, "comfy-env.toml"))
+    ]
+
+
+_PREPARED: set[str] = set()
+
+
+def prepare_managed(discovered: dict[str, Any]) -> str | None:
+    """A comfy-env env found in ``isolated_nodes/``, whose root ``__init__.py`` ComfyUI never
+    imports: what ``register_nodes`` would do there, once per pack (its ``[types]`` codecs in
+    ComfyUI, its missing peers and its folders without a ``comfy-env.toml`` reported). Returns
+    why the pack cannot load, or None."""
+    config = discovered.get("config") or {}
+    if config.get("format") != "comfy-env.toml":
+        return None
+    pack_dir = discovered["dir"]
+    pack = os.path.basename(pack_dir)
+    try:
+        root = root_config.read(pack_dir)
+        root_config.load_serializers(pack_dir, root)
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    if pack in _PREPARED:
+        return None
+    _PREPARED.add(pack)
+    for line in root_config.peer_report(pack_dir, root):
+        log.warning("[comfy-airlock] pack %r: %s", pack, line)
+    names = unbound_folders(pack_dir)
+    if names:
+        log.warning(
+            "[comfy-airlock] pack %r: %s not loaded (no comfy-env.toml; comfy-env imports such "
+            "folders in ComfyUI's process, which a pack in isolated_nodes/ never is)",
+            pack,
+            ", ".join(names),
+        )
+    return None
+
+
 def _subpackages(nodes_dir: str) -> list[str]:
     return sorted(
         d

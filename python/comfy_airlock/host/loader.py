@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import env as _env
+from comfy_airlock.compat import host as compat_host
 from comfy_airlock.host import comfy_state, routes, scan_cache
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.host.proxy import build_proxy
@@ -177,7 +178,11 @@ def load_isolated_packs(base_dir: str | None = None) -> Mappings:
                     "placement",
                 )
         elif d["placement"] == "managed":
-            todo.append(d)
+            why = compat_host.prepare_managed(d)  # comfy-env packs: codecs, peers, folders
+            if why:
+                _fail(d["name"], d["dir"], why, "config")
+            else:
+                todo.append(d)
     mappings: dict[str, type] = {}
     display: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=max(1, min(4, len(todo)))) as pool:

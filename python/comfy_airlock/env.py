@@ -80,6 +80,12 @@ class PackConfig(TypedDict):
     sandbox: Sandbox
     pickle: list[str]
     prestart: bool
+    # comfy-env.toml: conda match specs (None: no conda packages), channels, [cuda] packages,
+    # and what is read but not acted on (ADR 0024).
+    conda: list[str] | None
+    channels: list[str]
+    cuda_packages: list[str]
+    notices: list[str]
 
 
 class DiscoveredPack(TypedDict):
@@ -108,17 +114,24 @@ class EnvInfo(TypedDict):
     entry: str | None
     comfy: bool
     python_version: str
+    # A conda prefix (ADR 0024), and what its config says that is not acted on.
+    conda: bool
+    notices: list[str]
     call_deadline: float | None
     sandbox: Sandbox
     pickle: list[str]
     prestart: bool
 
 
-def pack_config(pack_dir: str | os.PathLike[str]) -> PackConfig:
+def pack_config(
+    pack_dir: str | os.PathLike[str], config: str | os.PathLike[str] | None = None
+) -> PackConfig:
     """Reads the config of the pack in ``pack_dir`` (``airlock.toml`` wins over
-    ``comfy-env.toml``). Raises :class:`ConfigError` naming the pack, the file, the line and
-    the key."""
-    return _native.pack_config(os.fspath(pack_dir))  # type: ignore[return-value]
+    ``comfy-env.toml``), or its comfy-env config ``config``. Raises :class:`ConfigError`
+    naming the pack, the file, the line and the key."""
+    return _native.pack_config(  # type: ignore[return-value]
+        os.fspath(pack_dir), None if config is None else os.fspath(config)
+    )
 
 
 def discover_packs(
@@ -143,6 +156,7 @@ def ensure_env(
     host_python: str | os.PathLike[str] | None = None,
     build: bool = True,
     progress: Callable[[str], None] | None = None,
+    config: str | os.PathLike[str] | None = None,
 ) -> EnvInfo:
     """Makes sure the pack in ``pack_dir`` has its environment and returns it.
 
@@ -155,7 +169,8 @@ def ensure_env(
     ``comfyui_dir`` (default ``$COMFYUI_DIR``) supplies ComfyUI's requirements to packs that
     import ComfyUI; ``host_python`` (default: this interpreter) is used by packs that do not
     ask for a Python version; ``uv`` and ``home`` override the core's ``uv`` and ``home``
-    settings (the user guide's table).
+    settings (the user guide's table). ``config`` names one of the pack's comfy-env configs
+    (:func:`comfy_env_configs`), each its own environment.
 
     Raises :class:`ConfigError` for a bad config, :class:`EnvMissing`, or :class:`EnvError`
     (with ``pack``, ``requirement``, ``log_path`` and ``uv_message`` attributes).
@@ -172,4 +187,11 @@ def ensure_env(
         host_python=opt(host_python) or sys.executable,
         build=build,
         progress=progress,
+        config=opt(config),
     )
+
+
+def comfy_env_configs(pack_dir: str | os.PathLike[str]) -> list[str]:
+    """The ``comfy-env.toml`` files of a pack as comfy-env binds them, each one environment:
+    ``nodes/comfy-env.toml``, else each ``nodes/<sub>/comfy-env.toml`` (ADR 0025)."""
+    return _native.comfy_env_configs(os.fspath(pack_dir))  # type: ignore[no-any-return]

@@ -17,6 +17,7 @@ from typing import Any
 
 from comfy_airlock import env as _env
 from comfy_airlock import settings
+from comfy_airlock.compat import root_config
 from comfy_airlock.host import comfy_state, prestart, routes, scan_cache, web_dirs
 from comfy_airlock.host.memory.ledger import LEDGER, ledger_rows
 from comfy_airlock.host.memory.ram import RAM
@@ -67,9 +68,10 @@ def _scan_failed(name: str, dir_: str, failure: dict[str, Any], cached: str | No
     return _fail(name, dir_, reason, "import", traceback=failure.get("traceback"))
 
 
-def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
+def load_pack(pack_dir: str, name: str | None = None, config: str | None = None) -> Mappings:
     """Sets up one pack: its environment (built when missing, unless ``auto_build`` is off),
-    its node metadata (from the scan cache, else a scan in its worker), and its proxies."""
+    its node metadata (from the scan cache, else a scan in its worker), and its proxies.
+    ``config``: one of a comfy-env pack's configs, each its own env (``<pack>/<sub>``)."""
     pack_dir = os.path.abspath(pack_dir)
     name = name or os.path.basename(pack_dir.rstrip("/"))
     comfyui = comfy_state.comfyui_dir()
@@ -80,9 +82,12 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
             host_python=sys.executable,
             build=settings.get().auto_build,
             progress=lambda line: log.info("[comfy-airlock] %s", line),
+            config=config,
         )
     except Exception as e:
         return _fail(name, pack_dir, str(e), _env_cause(e))
+    for notice in info.get("notices") or ():
+        log.warning("[comfy-airlock] pack %r: %s", name, notice)
     pack = IsolatedPack.from_env(name, pack_dir, info)
     try:
         # A sandbox this kernel cannot enforce is the pack's setup problem, said now.
@@ -173,12 +178,16 @@ def load_isolated_packs(base_dir: str | None = None) -> Mappings:
                     "comfy_airlock.register_nodes()",
                     "placement",
                 )
-        else:
-            todo.append(d)
+        elif d["placement"] == "managed":
+            why = root_config.prepare_managed(d)  # comfy-env packs: codecs, peers, folders
+            if why:
+                _fail(d["name"], d["dir"], why, "config")
+            else:
+                todo.append(d)
     mappings: dict[str, type] = {}
     display: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=max(1, min(4, len(todo)))) as pool:
-        for m, dn in pool.map(lambda d: load_pack(d["dir"], d["name"]), todo):
+        for m, dn in pool.map(lambda d: load_pack(d["dir"], d["name"], _config_file(d)), todo):
             for node_id in m:
                 if node_id in mappings:
                     log.error("[comfy-airlock] node %r is defined by two packs", node_id)
@@ -186,6 +195,12 @@ def load_isolated_packs(base_dir: str | None = None) -> Mappings:
             display.update(dn)
     _register_routes()
     return mappings, display
+
+
+def _config_file(d: dict[str, Any]) -> str | None:
+    """The comfy-env config a discovered env comes from (comfy-env packs have one per file)."""
+    c = d.get("config") or {}
+    return c.get("file") if c.get("format") == "comfy-env.toml" else None
 
 
 def register_nodes(path: str) -> Mappings:

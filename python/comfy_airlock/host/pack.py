@@ -84,6 +84,12 @@ class IsolatedPack:
         cls, name: str, pack_dir: str, info: Mapping[str, Any], comfyui_dir: str | None = None
     ) -> IsolatedPack:
         """The pack whose environment ``env.ensure_env`` returned as ``info``."""
+        env_vars = dict(info.get("env_vars") or {})
+        if info.get("conda"):
+            # What activating a conda prefix does: its programs first on PATH (ffmpeg, ...).
+            env_vars.setdefault("CONDA_PREFIX", info["env_dir"])
+            path = env_vars.get("PATH") or os.environ.get("PATH", "")
+            env_vars["PATH"] = os.pathsep.join(p for p in (f"{info['env_dir']}/bin", path) if p)
         return cls(
             name=name,
             dir=pack_dir,
@@ -91,7 +97,7 @@ class IsolatedPack:
             env_dir=info["env_dir"],
             env_key=info["key"],
             entry=info.get("entry"),
-            env_vars=dict(info.get("env_vars") or {}),
+            env_vars=env_vars,
             call_deadline=info.get("call_deadline"),
             sandbox=dict(info.get("sandbox") or {}),
             pickle=tuple(info.get("pickle") or ()),

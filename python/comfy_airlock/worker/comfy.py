@@ -161,6 +161,9 @@ def _load_pack() -> None:
         return
     pack_dir = _CONFIG["pack_dir"]
     name = _CONFIG.get("module_name") or os.path.basename(pack_dir.rstrip("/"))
+    from comfy_airlock import compat
+
+    compat.add_to_path()  # comfy-env packs import comfy_env (ours unless one is installed)
     _prepare(pack_dir)
     init = os.path.join(pack_dir, "__init__.py")
     if os.path.isfile(init):

@@ -369,6 +369,22 @@ ENV: dict[str, str] = {f.name: f.metadata["env"] for f in dataclasses.fields(Set
 
 #: Variables only the Rust core reads: (module in ``crates/``, default, what it does).
 RUST_ONLY: dict[str, tuple[str, str, str]] = {
+    "AIRLOCK_CONDA_CHANNEL_ALIAS": (
+        "airlock-conda/src/channels.rs",
+        "`https://conda.anaconda.org`",
+        "where a conda channel given by name (`conda-forge`) is looked up: a mirror, or a "
+        "local folder (conda's `channel_alias`)",
+    ),
+    "AIRLOCK_CUDA_WHEELS": (
+        "airlock-env/src/cuda_wheels.rs",
+        "comfy-env's `COMFY_ENV_CUDA_WHEELS_INDEX`, else comfy-env's index",
+        "the index (a URL or a folder) a comfy-env pack's `[cuda] packages` are looked up in",
+    ),
+    "AIRLOCK_CUDA_VERSION": (
+        "airlock-env/src/cuda_wheels.rs",
+        "the CUDA version the host's torch was built for (or `CONDA_OVERRIDE_CUDA`)",
+        "the CUDA version `[cuda] packages` wheels are matched against",
+    ),
     "AIRLOCK_UV": (
         "airlock-env/src/uv.rs",
         "`uv` on `PATH`",

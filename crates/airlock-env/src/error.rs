@@ -320,8 +320,10 @@ pub enum BuildError {
     },
     #[error(
         "[cuda] {package}: no prebuilt wheel of {package} for {wanted} at {index} (looked for \
-         a wheel whose name carries those tags); set AIRLOCK_CUDA_WHEELS to an index that has \
-         one, or AIRLOCK_CUDA_VERSION to the CUDA version to match"
+         a wheel whose name carries those tags); set {wheels_env} to an index that has \
+         one, or {version_env} to the CUDA version to match",
+        wheels_env = crate::cuda_wheels::WHEELS_ENV,
+        version_env = crate::cuda_wheels::VERSION_ENV
     )]
     CudaWheel {
         package: String,

@@ -60,9 +60,9 @@ pub(crate) fn extras(
     .filter(|_| !cuda.is_empty());
     if !cuda.is_empty() && cuda_target.is_none() {
         notices.push(format!(
-            "[cuda] {} skipped: the host's torch has no CUDA (set AIRLOCK_CUDA_VERSION to \
-             match wheels anyway)",
-            cuda.join(", ")
+            "[cuda] {} skipped: the host's torch has no CUDA (set {} to match wheels anyway)",
+            cuda.join(", "),
+            cuda_wheels::VERSION_ENV
         ));
     }
     let mut hashed = conda.map(CondaPlan::describe).unwrap_or_default();

@@ -156,17 +156,28 @@ impl Pool {
     /// Leases `len` bytes (`len > 0`), creating a segment when no free range fits. The lease
     /// starts with one hold, the peer's.
     pub fn alloc(&mut self, len: u64) -> Result<Alloc, ShmError> {
+        self.alloc_in(len, false)
+    }
+
+    /// [`Pool::alloc`] in a frozen segment (see [`Segment::create_sealed`]): for a copy we
+    /// keep and send again while its source is unchanged.
+    pub fn alloc_frozen(&mut self, len: u64) -> Result<Alloc, ShmError> {
+        self.alloc_in(len, true)
+    }
+
+    fn alloc_in(&mut self, len: u64, frozen: bool) -> Result<Alloc, ShmError> {
         let len = len.max(1);
         // Page alignment for anything not tiny keeps big copies on whole pages.
         let align = if len < SMALL { 64 } else { SMALL };
         let found = self
             .slots
             .iter_mut()
+            .filter(|(_, slot)| slot.segment.is_frozen() == frozen)
             .find_map(|(&id, slot)| slot.take(len, align).map(|off| (id, off)));
         let (segment, offset, created) = match found {
             Some((id, off)) => (id, off, None),
             None => {
-                let id = self.create_segment(len)?;
+                let id = self.create_segment(len, frozen)?;
                 let slot = self.slots.get_mut(&id).expect("segment just created");
                 let off = slot
                     .take(len, align)
@@ -189,7 +200,7 @@ impl Pool {
         })
     }
 
-    fn create_segment(&mut self, len: u64) -> Result<u32, ShmError> {
+    fn create_segment(&mut self, len: u64, frozen: bool) -> Result<u32, ShmError> {
         let size = align_up(len.max(self.config.min_segment), SEGMENT_GRANULE);
         let total: u64 = self.slots.values().map(|s| s.segment.len()).sum();
         if total + size > self.config.limit {
@@ -217,7 +228,7 @@ impl Pool {
         let id = self.next_id;
         self.next_id += 1;
         let name = format!("{}-{id}", self.config.name);
-        let segment = Segment::create(&name, size)?;
+        let segment = Segment::create_sealed(&name, size, frozen)?;
         let mut free = BTreeMap::new();
         free.insert(0, size);
         self.slots.insert(

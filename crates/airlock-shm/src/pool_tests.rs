@@ -136,3 +136,23 @@ fn segment_count_is_capped() {
     p.release(held[0].segment, held[0].offset).unwrap();
     assert!(p.alloc(5 << 20).is_ok());
 }
+
+#[test]
+fn frozen_and_plain_leases_never_share_a_segment() {
+    let mut p = pool();
+    let plain = p.alloc(4096).unwrap();
+    let kept = p.alloc_frozen(4096).unwrap();
+    assert_ne!(plain.lease.segment, kept.lease.segment);
+    assert!(p.segment(kept.lease.segment).unwrap().is_frozen());
+    assert!(!p.segment(plain.lease.segment).unwrap().is_frozen());
+    // Each kind reuses its own free space.
+    let kept2 = p.alloc_frozen(4096).unwrap();
+    assert_eq!(kept2.lease.segment, kept.lease.segment);
+    assert!(kept2.created.is_none());
+    // Copies into a frozen region go through the pool's own mapping.
+    let src = [5u8; 16];
+    unsafe {
+        p.write(kept.lease.segment, kept.lease.offset, src.as_ptr(), 16)
+            .unwrap()
+    };
+}

@@ -22,6 +22,7 @@ and when the host trims an idle worker's memory (:func:`drop_all`).
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -64,19 +65,22 @@ class _Kept:
         self.bytes = 0
         self.release = release
         self.budget = _budget()
+        # The calling thread, sources dying on any thread, and the idle trim.
+        self.lock = threading.RLock()
         self.reused = 0  # sends that went as a reference to a kept copy
         self.copied = 0  # kept copies made (first sends, and sends after a write)
 
     def forget(self, key: tuple[int, int], entry: _Entry) -> None:
         # Once per entry: its source's death may come after it was replaced or evicted.
-        if entry.gone:
-            return
-        entry.gone = True
-        if self.entries.get(key) is entry:
-            del self.entries[key]
-            self.bytes -= entry.region[3]
-        entry.watch = None
-        self.release(*entry.region)
+        with self.lock:
+            if entry.gone:
+                return
+            entry.gone = True
+            if self.entries.get(key) is entry:
+                del self.entries[key]
+                self.bytes -= entry.region[3]
+            entry.watch = None
+            self.release(*entry.region)
 
 
 def _state(lane) -> _Kept:
@@ -94,7 +98,12 @@ def region_for(lane, obj, addr: int, nbytes: int, version: int):
     kept = _state(lane)
     if nbytes < MIN_BYTES or nbytes > kept.budget:
         return None
-    key = (addr, nbytes)
+    with kept.lock:
+        return _region_for(lane, kept, obj, (addr, nbytes), version)
+
+
+def _region_for(lane, kept: _Kept, obj, key: tuple[int, int], version: int):
+    addr, nbytes = key
     entry = kept.entries.get(key)
     # A local reference: the source of an entry may die on another thread meanwhile.
     watch = entry.watch if entry is not None else None
@@ -139,9 +148,10 @@ def drop_all(lane) -> int:
     kept = lane.mappings.get(_KEY)
     if kept is None:
         return 0
-    held = kept.bytes
-    for key, entry in list(kept.entries.items()):
-        kept.forget(key, entry)
+    with kept.lock:
+        held = kept.bytes
+        for key, entry in list(kept.entries.items()):
+            kept.forget(key, entry)
     return held
 
 

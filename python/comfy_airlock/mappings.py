@@ -18,6 +18,7 @@ import ctypes
 import fcntl
 import mmap
 import os
+import threading
 
 from comfy_airlock import _native
 
@@ -35,6 +36,8 @@ _FROZEN_KEY = "frozen"
 # values.py's live views: buffer address -> [region, count].
 _RECEIVED_KEY = "received"
 _F_GET_SEALS = getattr(fcntl, "F_GET_SEALS", 1034)
+# Making a view and trimming (idle_trim.py, another thread) both change a lane's mappings.
+_LOCK = threading.RLock()
 _F_SEAL_FUTURE_WRITE = 0x0010
 
 
@@ -132,6 +135,11 @@ def _own_view(lane, region) -> ctypes.Array:
 
 
 def region_buffer(lane, region) -> ctypes.Array:
+    with _LOCK:
+        return _region_buffer(lane, region)
+
+
+def _region_buffer(lane, region) -> ctypes.Array:
     side, segment, offset, nbytes = region
     mm = _mapping(lane, side, segment)
     if offset < 0 or nbytes < 0 or offset + nbytes > len(mm):
@@ -161,7 +169,20 @@ def written_privately(lane, region, addr: int, nbytes: int) -> bool:
     """Whether ``[addr, addr + nbytes)``, a view of ``region``, holds pages this process wrote
     through a private mapping of a frozen segment (then the segment does not hold its bytes)."""
     side, segment = region[0], region[1]
-    if (side, segment) not in lane.mappings.get(_FROZEN_KEY, {}):
-        return False
+    with _LOCK:
+        if (side, segment) not in lane.mappings.get(_FROZEN_KEY, {}):
+            return False
     pages = _native.private_pages(addr, nbytes)
     return pages is None or bool(pages)
+
+
+def drop_all(lane) -> None:
+    """Drops our mappings of every segment (a live view keeps its own alive): the pages they
+    showed leave our page tables; the next view maps and populates its segment again."""
+    with _LOCK:
+        maps = lane.mappings
+        lane.take_unmapped()
+        for key in [k for k in maps if isinstance(k, tuple)]:
+            del maps[key]
+        maps.get(_POPULATED_KEY, {}).clear()
+        maps.get(_FROZEN_KEY, {}).clear()

@@ -167,6 +167,12 @@ impl Lane {
         Ok((fd.into_raw_fd(), len))
     }
 
+    /// Retires our idle segments and frees their memory now (their retirement reaches the peer
+    /// with our next frame); returns the bytes given back. Safe from any thread.
+    fn trim(&self, py: Python<'_>) -> u64 {
+        py.detach(|| self.inner.trim())
+    }
+
     /// Segments retired since the last call, whose mappings should be dropped.
     fn take_unmapped(&self) -> Vec<(u8, u32)> {
         self.inner

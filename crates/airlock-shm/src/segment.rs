@@ -94,6 +94,30 @@ impl Segment {
         self.map.as_ref().map(Mapping::ptr)
     }
 
+    /// Frees the segment's memory now, for every process that maps it (reads then see zeros).
+    /// For a segment being retired with no region leased: the peer learns of the retirement
+    /// only with our next frame, and until then its mapping would keep the pages alive.
+    pub fn punch(&self) {
+        if self.len > 0 {
+            let mode = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+            let _ = rustix::fs::fallocate(&self.fd, mode, 0, self.len);
+        }
+    }
+
+    /// Drops our mapping's page-table entries (see [`Mapping::drop_pages`]).
+    pub(crate) fn drop_pages(&self) {
+        if let Some(m) = &self.map {
+            m.drop_pages();
+        }
+    }
+
+    /// Fills our mapping's page-table entries again (see [`Mapping::populate`]).
+    pub(crate) fn populate(&self) {
+        if let Some(m) = &self.map {
+            m.populate();
+        }
+    }
+
     /// Whether only its creator's first mapping can write it.
     pub fn is_frozen(&self) -> bool {
         self.frozen

@@ -206,6 +206,12 @@ impl CallLane {
         self.shm().peer_gone()
     }
 
+    /// Retires our idle segments and frees their memory now; their retirement reaches the peer
+    /// with our next frame. Returns the bytes given back (ADR 0028).
+    pub fn trim(&self) -> u64 {
+        self.shm().trim()
+    }
+
     pub fn stats(&self) -> LaneStats {
         let shm = self.shm();
         LaneStats {

@@ -292,6 +292,11 @@ impl ShmState {
         self.releases.clear();
     }
 
+    /// Retires our idle segments and frees their memory (see [`Pool::trim`]).
+    pub fn trim(&mut self) -> u64 {
+        self.pool.trim()
+    }
+
     pub fn pool_stats(&self) -> PoolStats {
         self.pool.stats()
     }

@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from comfy_airlock import _native
+from comfy_airlock import _native, idle_trim
 from comfy_airlock import pickling as _pickling
 from comfy_airlock import sandbox as _sandbox
 from comfy_airlock import values as _values  # noqa: F401  (installs the codec hooks)
@@ -126,6 +126,7 @@ def serve(link) -> None:
 
     models.install(link)
     interrupts.install(link)
+    idle_trim.register(link, worker=True)
     link.serve(_resolve, _describe)
 
 

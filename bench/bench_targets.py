@@ -69,3 +69,35 @@ def run_node(class_name: str, kwargs: dict):
     """Instantiates a node class and calls its FUNCTION, as a node runner does."""
     cls = NODES[class_name]
     return getattr(cls(), cls.FUNCTION)(**kwargs)
+
+
+def times_one(x):
+    """A fresh output of the input's size: ``x * 1``, as a node's computation returns."""
+    return x * 1
+
+
+def compute_loop(nbytes: int, reps: int) -> float:
+    """Seconds for ``reps`` elementwise ops on a tensor of ``nbytes`` inside the worker (many
+    small parallel regions: what an OpenMP wait policy costs compute)."""
+    import time
+
+    import torch
+
+    x = torch.rand(nbytes // 4)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        x = x * 1.0001
+    return time.perf_counter() - t0
+
+
+def matmul_loop(n: int, reps: int) -> float:
+    """Seconds for ``reps`` n x n float32 matmuls inside the worker (one big parallel op)."""
+    import time
+
+    import torch
+
+    a = torch.rand(n, n)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ a
+    return time.perf_counter() - t0

@@ -101,3 +101,61 @@ def matmul_loop(n: int, reps: int) -> float:
     for _ in range(reps):
         a @ a
     return time.perf_counter() - t0
+
+
+def import_comfy(comfy_dir: str, cpu: bool = True) -> str:
+    """What a pack's worker loads before its first node: torch and ComfyUI's core modules
+    (``comfy.model_management``, ``comfy.utils``, ``folder_paths``) from the ComfyUI tree at
+    ``comfy_dir``, started as ``main.py --cpu`` when ``cpu``. With them imported, every call
+    goes through the worker's model bookkeeping."""
+    import sys
+
+    if comfy_dir not in sys.path:
+        sys.path.insert(0, comfy_dir)
+    import comfy.options
+
+    comfy.options.enable_args_parsing()
+    sys.argv = ["main.py", *(["--cpu"] if cpu else [])]
+    import comfy.model_management
+    import comfy.utils
+    import folder_paths  # noqa: F401
+    import torch
+
+    return torch.__version__
+
+
+def import_comfy_timed(comfy_dir: str, cpu: bool = True) -> tuple[float, float]:
+    """:func:`import_comfy`, returning when it began and ended (CLOCK_BOOTTIME seconds)."""
+    import time
+
+    t0 = time.clock_gettime(time.CLOCK_BOOTTIME)
+    import_comfy(comfy_dir, cpu)
+    return t0, time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def profile_wrapper(n: int) -> str:
+    """cProfile of ``n`` calls of the runtime's per-call wrapper around ``noop`` (diagnosis)."""
+    import cProfile
+    import io
+    import pstats
+
+    from comfy_airlock.worker import runtime
+
+    call = runtime._resolve("bench_targets:noop")
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(n):
+        call()
+    pr.disable()
+    out = io.StringIO()
+    pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(15)
+    return out.getvalue()
+
+
+def start_marks() -> dict:
+    """The worker's start timeline (CLOCK_BOOTTIME seconds) and now."""
+    import time
+
+    from comfy_airlock.worker import runtime
+
+    return {**runtime.START_MARKS, "now": time.clock_gettime(time.CLOCK_BOOTTIME)}

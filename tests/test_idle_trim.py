@@ -14,9 +14,10 @@ N = 16 << 20  # float32 elements: 64 MiB
 
 def _shmem_kib(pid: int) -> int:
     """Shared memory mapped into ``pid``'s resident set (our segments), in KiB."""
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("RssShmem:"):
-            return int(line.split()[1])
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssShmem:"):
+                return int(line.split()[1])
     pytest.skip("no RssShmem in /proc/<pid>/status")
 
 

@@ -116,8 +116,10 @@ def test_a_pack_or_operator_wait_policy_wins(isolated, monkeypatch):
     env = isolated("spins").worker().call("airlock_escape:environ")
     assert env["GOMP_SPINCOUNT"] == "5000" and "OMP_WAIT_POLICY" not in env
     monkeypatch.delenv("GOMP_SPINCOUNT")
-    env = isolated("active", env_vars={"OMP_WAIT_POLICY": "ACTIVE"}).worker().call(
-        "airlock_escape:environ"
+    env = (
+        isolated("active", env_vars={"OMP_WAIT_POLICY": "ACTIVE"})
+        .worker()
+        .call("airlock_escape:environ")
     )
     assert env["OMP_WAIT_POLICY"] == "ACTIVE"
 

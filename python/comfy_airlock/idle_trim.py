@@ -5,7 +5,8 @@ never create one again), and its mappings of its peer's segments populated (so a
 faults). Between prompts that is memory nobody uses: a warm worker held 1.9 GiB resident after
 the tensor rows of the benchmark. So one daemon thread per process looks, every second, at the
 lanes registered with it (the worker's own lane in a worker, every :class:`Worker`'s in the
-host). A lane whose side has made no call for ``AIRLOCK_IDLE_TRIM_S`` seconds (default 5;
+host; a worker also refreshes the memory report its heartbeat answers with, which calls no
+longer remake when nothing changed). A lane whose side has made no call for ``AIRLOCK_IDLE_TRIM_S`` seconds (default 5;
 ``off`` turns it off) is trimmed, once per quiet spell:
 
 - its pool's idle segments are retired and their memory freed at once (``Lane.trim``; the peer
@@ -21,12 +22,14 @@ every idle lane is trimmed at once, and the host also drops its kept copies (ADR
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from comfy_airlock import kept, mappings
@@ -63,10 +66,8 @@ def idle_after() -> float | None:
 
 
 def _malloc_trim() -> None:
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: not glibc
         ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
 
 
 def trim(lane, *, worker: bool, drop_kept: bool = False) -> int:
@@ -96,11 +97,14 @@ class _Trimmer:
         self._lock = threading.Lock()
         # id -> (weak subject, worker?, monotonic time of its last trim)
         self._subjects: dict[int, tuple[weakref.ref | Any, bool, float]] = {}
+        self._ticks: dict[int, Callable[[], None]] = {}
         self._thread: threading.Thread | None = None
 
-    def register(self, subject: Subject, *, worker: bool) -> None:
+    def register(
+        self, subject: Subject, *, worker: bool, tick: Callable[[], None] | None = None
+    ) -> None:
         after = idle_after()
-        if after is None:
+        if after is None and tick is None:
             return
         try:
             ref: Any = weakref.ref(subject)
@@ -108,21 +112,23 @@ class _Trimmer:
             ref = lambda s=subject: s  # noqa: E731
         with self._lock:
             self._subjects[id(subject)] = (ref, worker, 0.0)
+            if tick is not None:
+                self._ticks[id(subject)] = tick
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, args=(after,), name="airlock-idle-trim", daemon=True
                 )
                 self._thread.start()
 
-    def _run(self, after: float) -> None:
+    def _run(self, after: float | None) -> None:
         while True:
-            time.sleep(min(_PERIOD_S, max(after, 0.05)))
+            time.sleep(_PERIOD_S if after is None else min(_PERIOD_S, max(after, 0.05)))
             try:
                 self.pass_once(after)
             except Exception as e:  # never let the thread die over one lane
                 log.debug("idle trim: %s", e)
 
-    def pass_once(self, after: float, now: float | None = None) -> list[int]:
+    def pass_once(self, after: float | None, now: float | None = None) -> list[int]:
         """One look at every lane; returns the bytes each trimmed lane gave back."""
         now = time.monotonic() if now is None else now
         pressure = None
@@ -134,10 +140,16 @@ class _Trimmer:
             if subject is None:
                 with self._lock:
                     self._subjects.pop(key, None)
+                    self._ticks.pop(key, None)
                 continue
             idle = subject.idle_seconds()
             lane = subject.lane
             if idle is None or lane is None:
+                continue
+            tick = self._ticks.get(key)
+            if tick is not None:
+                tick()
+            if after is None:
                 continue
             quiet = idle >= after and now - idle > last_trim  # a call since the last trim
             if not quiet:
@@ -155,6 +167,7 @@ class _Trimmer:
 TRIMMER = _Trimmer()
 
 
-def register(subject: Subject, *, worker: bool) -> None:
-    """Trims ``subject``'s lane when it has been idle (see the module)."""
-    TRIMMER.register(subject, worker=worker)
+def register(subject: Subject, *, worker: bool, tick: Callable[[], None] | None = None) -> None:
+    """Trims ``subject``'s lane when it has been idle (see the module); ``tick()`` runs at each
+    look while the subject is idle (a worker refreshes its memory report with it)."""
+    TRIMMER.register(subject, worker=worker, tick=tick)

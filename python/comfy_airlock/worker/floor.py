@@ -52,6 +52,23 @@ def floor(tracked_resident: Callable[[], int]) -> int | None:
     return int(_STATE["floor"])
 
 
+def due() -> bool:
+    """Whether a report made now could measure the floor: unmeasured, attempts left, the
+    retry delay over, and a context possible (cheap checks first: this runs on every call)."""
+    if _STATE["floor"] is not None or int(_STATE["attempts"] or 0) >= ATTEMPTS:
+        return False
+    if time.monotonic() < float(_STATE["next_try"] or 0.0):
+        return False
+    torch = sys.modules.get("torch")
+    if not _SIM_GPU and (torch is None or not torch.cuda.is_initialized()):
+        return False
+    return _may_have_context()
+
+
+# A worker's environment is fixed at its start.
+_SIM_GPU = bool(os.environ.get("AIRLOCK_SIM_GPU"))
+
+
 def _may_have_context() -> bool:
     """Cheap gate before loading NVML: torch has initialised CUDA here, or, where a simulated
     card stands for the GPU (tests, benchmarks; the fake NVML reports it), this process is on

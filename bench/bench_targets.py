@@ -159,3 +159,10 @@ def start_marks() -> dict:
     from comfy_airlock.worker import runtime
 
     return {**runtime.START_MARKS, "now": time.clock_gettime(time.CLOCK_BOOTTIME)}
+
+
+def module_names() -> list:
+    """The modules imported in this process (diagnosis of a worker's start)."""
+    import sys
+
+    return sorted(sys.modules)

@@ -125,7 +125,13 @@ class ComfyEnv(System):
 
     def call(self, fn: str, *args: Any) -> Any:
         # call_module passes keyword arguments only.
-        names = {"echo": ("x",), "make": ("nbytes",), "nbytes_of": ("x",)}.get(fn, ())
+        names = {
+            "echo": ("x",),
+            "make": ("nbytes",),
+            "nbytes_of": ("x",),
+            "times_one": ("x",),
+            "import_comfy": ("comfy_dir", "cpu"),
+        }.get(fn, ())
         return self.w.call_module(
             module="bench_targets", func=fn, **dict(zip(names, args, strict=False))
         )

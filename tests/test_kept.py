@@ -87,6 +87,21 @@ def test_no_write_by_any_route_is_missed(host_worker):
             assert x._version == version, f"{write.__name__} bypasses the version counter"
 
 
+def test_inference_tensors_are_kept_and_their_writes_seen(host_worker):
+    # ComfyUI runs nodes under inference_mode: such tensors have no version counter.
+    w = host_worker
+    with torch.inference_mode():
+        x = torch.zeros(N)
+        assert x.is_inference()
+        _sees(w, x, 4)
+        reused, copied = _counts(w)
+        assert _sees(w, x, 4) == 0
+        assert _counts(w) == (reused + 1, copied)
+        x[4] = 6.5  # in place, no counter to tell
+        assert _sees(w, x, 4) == 6.5
+        assert _counts(w)[1] == copied + 1
+
+
 def test_a_write_from_another_thread_is_seen(host_worker):
     import threading
 

@@ -302,7 +302,10 @@ def _encode_torch(lane, torch, t):
         if back is not None:
             return ("t", "torch", dtype, shape, strides, back, device)
     if dense and lane.side == _HOST and t.data_ptr() == src.data_ptr():
-        region = kept.region_for(lane, src, t.data_ptr(), nbytes, t._version)
+        # Inference tensors (ComfyUI runs nodes under inference_mode) keep no version
+        # counter: the write watch alone decides for them.
+        version = 0 if t.is_inference() else t._version
+        region = kept.region_for(lane, src, t.data_ptr(), nbytes, version)
         if region is not None:
             return ("t", "torch", dtype, shape, strides, region, device)
     region = lane.alloc(nbytes)

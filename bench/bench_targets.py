@@ -166,3 +166,30 @@ def module_names() -> list:
     import sys
 
     return sorted(sys.modules)
+
+
+def wrapper_cost(n: int) -> dict:
+    """Nanoseconds per call of the runtime's per-call wrapper around ``noop``, and of ``noop``
+    itself, in this worker (diagnosis of the no-op row)."""
+    import time
+
+    from comfy_airlock.worker import floor, models, ram, runtime
+
+    call = runtime._resolve("bench_targets:noop")
+    out = {}
+    parts = (
+        ("wrapped", call),
+        ("bare", noop),
+        ("active", models.active),
+        ("begin_call", models.begin_call),
+        ("end_call", models.end_call),
+        ("signature", models._signature),
+        ("enter_leave", lambda: (ram.enter(), ram.leave())),
+        ("floor_due", lambda: floor.due(False)),
+    )
+    for name, f in parts:
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            f()
+        out[name] = (time.perf_counter_ns() - t0) / n
+    return out

@@ -52,15 +52,15 @@ def floor(tracked_resident: Callable[[], int]) -> int | None:
     return int(_STATE["floor"])
 
 
-def due() -> bool:
-    """Whether a report made now could measure the floor: unmeasured, attempts left, the
-    retry delay over, and a context possible (cheap checks first: this runs on every call)."""
-    if _STATE["floor"] is not None or int(_STATE["attempts"] or 0) >= ATTEMPTS:
+def due(cuda: bool) -> bool:
+    """Whether a report made now could measure the floor: unmeasured, attempts left, a context
+    possible (``cuda``: torch has initialised CUDA here), the retry delay over. Cheap checks
+    first: this runs after every call."""
+    if _STATE["floor"] is not None or not (cuda or _SIM_GPU):
         return False
-    if time.monotonic() < float(_STATE["next_try"] or 0.0):
-        return False
-    torch = sys.modules.get("torch")
-    if not _SIM_GPU and (torch is None or not torch.cuda.is_initialized()):
+    if int(_STATE["attempts"] or 0) >= ATTEMPTS or time.monotonic() < float(
+        _STATE["next_try"] or 0.0
+    ):
         return False
     return _may_have_context()
 

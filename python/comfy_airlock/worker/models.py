@@ -435,36 +435,36 @@ def _signature() -> tuple[Any, ...] | None:
     """What a report's content (but its resident set and sequence number) depends on, read
     cheaply (this runs after every call); None when a report must be made anyway (a floor
     measurement is due)."""
-    if floor.due():
+    torch = sys.modules.get("torch")
+    cuda = torch is not None and _cuda_initialized(torch)
+    if floor.due(cuda):
         return None
     mm = sys.modules.get("comfy.model_management")
     cml = mm.current_loaded_models if mm is not None else None
-    patchers = (
+    used = _LAST_USED if _LAST_USED is not None else _last_used()
+    return (
         tuple(
             (id(lm.model), lm.model.loaded_size(), str(lm.device))
             for lm in list(cml)
             if lm.model is not None
         )
         if cml
-        else ()
-    )
-    modules = (
+        else (),
         tuple((i, m.seq, m.last_used, m.in_use, m.ref() is None) for i, m in _MODULES.items())
         if _MODULES
-        else ()
-    )
-    used = _last_used()
-    torch = sys.modules.get("torch")
-    cuda = torch is not None and torch.cuda.is_initialized()
-    return (
-        patchers,
-        modules,
+        else (),
         tuple(used.items()) if used else (),
-        getattr(mm, "TOTAL_PINNED_MEMORY", 0),
+        getattr(mm, "TOTAL_PINNED_MEMORY", 0) if mm is not None else 0,
         _reserved() if cuda else 0,
         cuda,
         bool(_UUID),
     )
+
+
+def _cuda_initialized(torch: Any) -> bool:
+    """``torch.cuda.is_initialized()``, read from its flag when torch has one (every call)."""
+    flag = getattr(torch.cuda, "_initialized", None)
+    return bool(flag) if flag is not None else bool(torch.cuda.is_initialized())
 
 
 def _last_used() -> dict[int, float]:

@@ -73,22 +73,32 @@ def _setup_logging() -> None:
 
 def _resolve(target: str) -> Callable[..., Any]:
     """The callable for ``target``, wrapped so that what the worker holds after the call
-    reaches the host's ledger before the reply (see :mod:`comfy_airlock.worker.models`)."""
+    reaches the host's ledger before the reply (see :mod:`comfy_airlock.worker.models`). The
+    wrapper runs on every call: it costs a few attribute reads unless the call changed what
+    the worker holds."""
     fn = _lookup(target)
     from comfy_airlock.worker import models, ram
 
+    active, begin, end, enter, leave = (
+        models.active,
+        models.begin_call,
+        models.end_call,
+        ram.enter,
+        ram.leave,
+    )
+
     def call(*args: Any, **kwargs: Any) -> Any:
-        tracked = models.active()
+        tracked = active()
         if tracked:
-            models.begin_call()
-        ram.enter()
+            begin()
+        enter()
         try:
             return fn(*args, **kwargs)
         finally:
-            ram.leave()
+            leave()
             # A call may register the first model: then it reports too.
-            report = models.end_call() if tracked or models.active() else None
-            if _link is not None and report is not None:
+            report = end() if tracked or active() else None
+            if report is not None and _link is not None:
                 try:
                     _link.emit("telemetry", report)
                 except Exception as e:  # never fail a call over its report

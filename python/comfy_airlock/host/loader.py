@@ -218,6 +218,12 @@ def status() -> list[dict[str, Any]]:
     return [p.status() for p in packs] + failed
 
 
+def pack(name: str) -> IsolatedPack | None:
+    """The loaded pack called ``name``; None when it is not loaded (or failed)."""
+    with _LOCK:
+        return _PACKS.get(name)
+
+
 def memory_status() -> dict[str, Any]:
     """Workers with what they hold, and ComfyUI's own ledger (host models and stand-ins)."""
     from comfy_airlock.host.bridge import BRIDGE, ledger_rows

@@ -32,6 +32,8 @@ class PackStats:
     errors: int = 0
     busy_s: float = 0.0
     last_error: str | None = None
+    # The worker's traceback of that error, when it raised in the worker (the panel shows it).
+    last_traceback: str | None = None
 
 
 @dataclass
@@ -178,6 +180,7 @@ class IsolatedPack:
         except BaseException as e:
             self.stats.errors += 1
             self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            self.stats.last_traceback = getattr(e, "remote_traceback", None)
             if not self.alive():
                 self.bridge.drop_pack(self.name)
             raise
@@ -282,6 +285,7 @@ class IsolatedPack:
             "errors": self.stats.errors,
             "busy_s": round(self.stats.busy_s, 3),
             "last_error": self.stats.last_error,
+            "last_traceback": self.stats.last_traceback,
             "env": self.env_dir,
             "models": [r for r in self.bridge.rows() if r["pack"] == self.name],
         }

@@ -58,7 +58,8 @@ test: lint build
 # Side by side with comfy-env 0.4.46, pyisolate 0.10.2 (PyPI, in .envs/bench made by
 # bench/setup.sh) and a plain pickle worker, ComfyUI-shaped workers, the native floors, in one run:
 # bench/out/compare.{json,md,png}. Then the fresh-output rows again with the harness (the host)
-# itself not spinning its OpenMP threads (compare-host-passive.json), a worker's cold start step
+# itself not spinning its OpenMP threads (compare-host-passive.json), the OpenMP wait policies
+# of a worker under each host policy (threads*.json, ADR 0028), a worker's cold start step
 # by step against a bare interpreter (cold_start.json), a prompt over HTTP isolated against
 # native (prompt.json), the memory scenarios (bench/memory_plot.py, ~3 min: memory.{json,md},
 # docs/memory-headline.png), eviction, and comfy-airlock alone against the floors (results.json).
@@ -71,6 +72,8 @@ bench: build
 	$(BENCH_PY) bench/compare.py
 	OMP_WAIT_POLICY=PASSIVE $(BENCH_PY) bench/compare.py --rounds 3 --cases $(FRESH_CASES) \
 		--out bench/out/compare-host-passive.json
+	$(VENV_ENV) $(PY) bench/threads.py
+	OMP_WAIT_POLICY=PASSIVE $(VENV_ENV) $(PY) bench/threads.py --out bench/out/threads-host-passive.json
 	$(VENV_ENV) $(PY) bench/cold_start.py
 	$(VENV_ENV) $(PY) bench/prompt.py
 	$(BENCH_PY) bench/memory_plot.py --python $(PY)

@@ -138,7 +138,8 @@ def main() -> int:
         rss_tree=rss_tree,
         src={n: torch.rand(n // 4, generator=gen) for n in cc.SIZES},
         image=torch.rand(cc.IMAGE_SHAPE, generator=gen),
-        same=torch.rand(16 * MiB, generator=gen),
+        # One per system: pyisolate moves a tensor it sends into shared memory for good.
+        same={k: torch.rand(16 * MiB, generator=gen) for k in keys},
         small={f"t{i}": torch.rand(cc.SMALL_BYTES // 4, generator=gen) for i in range(cc.SMALL_N)},
         rss_cold={k: [] for k in [*keys, "bare"]},
     )
@@ -267,7 +268,7 @@ def check(warm, ctx, np, torch) -> dict[str, object]:
         out[f"{k} dict"] = all(torch.equal(d[n], ctx.small[n]) for n in ctx.small)
         y = s.call("make", 64 * MiB)
         out[f"{k} pass-on"] = s.call("nbytes_of", y) == 64 * MiB
-        out[f"{k} re-send"] = s.call("nbytes_of", ctx.same) == 64 * MiB
+        out[f"{k} re-send"] = s.call("nbytes_of", ctx.same[k]) == 64 * MiB
         del x, y, a, b, d, inv
     return out
 
@@ -305,7 +306,7 @@ def leftover_check(key: str, ctx) -> dict:
             s.call("times_one", ctx.src[64 * MiB].clone())
             s.node("ImageInvert", {"image": ctx.image.clone()})
             s.call("nbytes_of", s.call("make", 64 * MiB))
-            s.call("nbytes_of", ctx.same)
+            s.call("nbytes_of", ctx.same[key])
         s.call("echo", {n: t.clone() for n, t in ctx.small.items()})
         s.call("echo", ctx.np_src[MiB].copy())
         tree = {p.pid for p in psutil.Process(me).children(recursive=True)} - kids0

@@ -128,7 +128,7 @@ fn open_uffd() -> Option<OwnedFd> {
 /// Runs `f` with this process's descriptors (opened if need be).
 fn with_kernel<T>(f: impl FnOnce(&Kernel) -> T) -> T {
     let mut k = KERNEL.lock().unwrap_or_else(|p| p.into_inner());
-    let pid = std::process::id();
+    let pid = crate::pid::current_pid();
     if k.as_ref().is_none_or(|k| k.pid != pid) {
         *k = Some(Kernel {
             pid,

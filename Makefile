@@ -36,6 +36,7 @@ setup:
 # one release build serves the tests and the wheel test.
 build: setup
 	bash scripts/develop.sh
+	$(PY) -c 'from comfy_airlock.compat import install_pth; install_pth()'
 
 # The wheel users install (dist/comfy_airlock-*-cp310-abi3-manylinux_2_28_x86_64.whl, zig-linked;
 # scripts/wheel.sh). Cached by its inputs' hash; tests/comfyui/test_wheel_install.py installs it
@@ -43,11 +44,14 @@ build: setup
 wheel: setup
 	bash scripts/wheel.sh
 
+# lint-imports checks the layers and the absence of import cycles in comfy_airlock
+# (.importlinter); it reads the sources and imports nothing, so it runs before the build.
 lint: setup
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(RUFF) check $(PY_DIRS)
 	$(RUFF) format --check $(PY_DIRS)
+	PYTHONPATH=$(CURDIR)/python $(VENV)/bin/lint-imports
 
 # Lint first (fails fast, before the release build), then build, Rust tests, Python tests.
 test: lint build

@@ -9,6 +9,8 @@ import time
 import pytest
 import torch
 
+from comfy_airlock import settings
+
 N = 16 << 20  # float32 elements: 64 MiB
 
 
@@ -30,7 +32,8 @@ def _until(cond, what: str, within: float = 120.0) -> None:
 
 
 def test_an_idle_worker_gives_its_shared_memory_back(make_worker, monkeypatch):
-    monkeypatch.setenv("AIRLOCK_IDLE_TRIM_S", "1")
+    monkeypatch.setenv("AIRLOCK_IDLE_TRIM_S", "1")  # the worker reads it at its start
+    monkeypatch.setattr(settings.get(), "idle_trim_s", 1.0)  # this process read it already
     w = make_worker()
     y = w.call("airlock_testpack:ones", N)  # the worker's fresh output, in its pool
     assert float(y.sum()) == N
@@ -51,8 +54,10 @@ def test_an_idle_worker_gives_its_shared_memory_back(make_worker, monkeypatch):
     assert w.pid == pid
 
 
-def test_off_keeps_everything(make_worker, monkeypatch):
+def test_off_keeps_everything(monkeypatch):
     from comfy_airlock import idle_trim
 
-    monkeypatch.setenv("AIRLOCK_IDLE_TRIM_S", "off")
+    assert settings.Settings.from_env({"AIRLOCK_IDLE_TRIM_S": "off"}).idle_trim_s is None
+    assert settings.Settings.from_env({}).idle_trim_s == 5.0
+    monkeypatch.setattr(settings.get(), "idle_trim_s", None)
     assert idle_trim.idle_after() is None

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from comfy_airlock import _native, kept
+from comfy_airlock import _native, kept, settings
 
 pytestmark = pytest.mark.skipif(
     not _native.write_watch_supported(),
@@ -170,7 +170,7 @@ def test_the_copy_goes_with_its_tensor(make_worker):
 
 
 def test_the_budget_keeps_the_most_recent(make_worker, monkeypatch):
-    monkeypatch.setenv(kept.BUDGET_ENV, "6")
+    monkeypatch.setattr(settings.get(), "keep_sent", 6 << 20)
     w = make_worker()
     a, b = torch.rand(N), torch.rand(N)  # 4 MiB each, 6 MiB allowed
     _sees(w, a, 0)

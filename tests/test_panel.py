@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from comfy_airlock import device
+from comfy_airlock.card import Truth
 from comfy_airlock.device import SimGpu
 from comfy_airlock.host.panel import origin
 from comfy_airlock.host.panel.history import DeviceReader, History, rss, sample
@@ -127,7 +127,7 @@ def test_history_keeps_the_last_window():
 
 
 def test_a_sample_reads_ram_and_workers_from_proc():
-    point = sample({"p": os.getpid()}, list, DeviceReader())
+    point = sample({"p": os.getpid()}, list, DeviceReader(Truth()))
     assert point["ram"]["total"] > point["ram"]["used"] > 0
     own = rss(os.getpid())
     assert own and point["ram"]["comfyui"] == pytest.approx(own, rel=0.5)
@@ -137,13 +137,10 @@ def test_a_sample_reads_ram_and_workers_from_proc():
     assert rss(2**22 + 12345) is None
 
 
-def test_the_device_is_read_device_wide_on_the_simulated_card(
-    tmp_path: Path, fake_nvml: Path, monkeypatch
-):
+def test_the_device_is_read_device_wide_on_the_simulated_card(tmp_path: Path):
     card = SimGpu.create(tmp_path / "gpu", 8 << 30)
-    monkeypatch.setenv(device.SIM_GPU_ENV, card.path)
-    monkeypatch.setenv(device.NVML_LIBRARY_ENV, str(fake_nvml))
-    reader = DeviceReader()
+    # The host's device truth when the settings name this card (read once per process).
+    reader = DeviceReader(Truth((card,)))
     try:
         card.book(4242, "someone else's model", 3 << 30)  # another process: it counts
         ledger = [

@@ -6,7 +6,7 @@ faults). Between prompts that is memory nobody uses: a warm worker held 1.9 GiB 
 the tensor rows of the benchmark. So one daemon thread per process looks, every second, at the
 lanes registered with it (the worker's own lane in a worker, every :class:`Worker`'s in the
 host; a worker also refreshes the memory report its heartbeat answers with, which calls no
-longer remake when nothing changed). A lane whose side has made no call for ``AIRLOCK_IDLE_TRIM_S`` seconds (default 5;
+longer remake when nothing changed). A lane whose side has made no call for ``settings.idle_trim_s`` seconds (default 5;
 ``off`` turns it off) is trimmed, once per quiet spell:
 
 - its pool's idle segments are retired and their memory freed at once (``Lane.trim``; the peer
@@ -25,19 +25,16 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
-import os
 import threading
 import time
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from comfy_airlock import kept, mappings
+from comfy_airlock import kept, mappings, settings
 
 log = logging.getLogger("comfy_airlock")
 
-IDLE_ENV = "AIRLOCK_IDLE_TRIM_S"
-DEFAULT_IDLE_S = 5.0
 #: RAM available below this share of the total is pressure (1 - ADR 0012's pin ratio).
 PRESSURE_SHARE = 0.10
 _PERIOD_S = 1.0
@@ -53,16 +50,8 @@ class Subject(Protocol):
 
 
 def idle_after() -> float | None:
-    raw = os.environ.get(IDLE_ENV, "").strip().lower()
-    if not raw:
-        return DEFAULT_IDLE_S
-    if raw in ("off", "none", "never"):
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        log.error("comfy-airlock: %s=%r is not a number of seconds; using %s", IDLE_ENV, raw, 5)
-        return DEFAULT_IDLE_S
+    """Seconds without a call before a side is trimmed (``settings.idle_trim_s``); None: never."""
+    return settings.get().idle_trim_s
 
 
 def _malloc_trim() -> None:
@@ -116,12 +105,13 @@ class _Trimmer:
                 self._ticks[id(subject)] = tick
             if self._thread is None:
                 self._thread = threading.Thread(
-                    target=self._run, args=(after,), name="airlock-idle-trim", daemon=True
+                    target=self._run, name="airlock-idle-trim", daemon=True
                 )
                 self._thread.start()
 
-    def _run(self, after: float | None) -> None:
+    def _run(self) -> None:
         while True:
+            after = idle_after()  # read at each look: a setting changed while running applies
             time.sleep(_PERIOD_S if after is None else min(_PERIOD_S, max(after, 0.05)))
             try:
                 self.pass_once(after)

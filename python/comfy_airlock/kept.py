@@ -14,35 +14,27 @@ numpy, a raw pointer, another tensor on the same storage, another thread, the ke
 0027. The version counter is checked too, as a cheap early answer for the same tensor object.
 
 Only the host keeps copies, of dense tensors and arrays of at least ``MIN_BYTES``, up to
-``AIRLOCK_KEEP_SENT_MIB`` per worker (default 1024; 0 turns keeping off); the least recently
+``settings.keep_sent`` per worker (default 1024; 0 turns keeping off); the least recently
 sent go first. A copy goes when its tensor dies, when it is found changed (a new one is made),
 and when the host trims an idle worker's memory (:func:`drop_all`).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from comfy_airlock import _native
+from comfy_airlock import _native, settings
 
 MIN_BYTES = 1 << 20
-BUDGET_ENV = "AIRLOCK_KEEP_SENT_MIB"
-_DEFAULT_BUDGET_MIB = 1024
 _KEY = "kept"
 
 
 def _budget() -> int:
-    raw = os.environ.get(BUDGET_ENV, "").strip()
-    try:
-        mib = int(raw) if raw else _DEFAULT_BUDGET_MIB
-    except ValueError:
-        mib = _DEFAULT_BUDGET_MIB
-    return max(mib, 0) << 20
+    return settings.get().keep_sent
 
 
 @dataclass(eq=False)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from comfy_airlock.host import loader
-from comfy_airlock.host.bridge import ledger_rows
+from comfy_airlock.host.memory.ledger import ledger_rows
 from comfy_airlock.host.panel.publisher import Publisher
 from comfy_airlock.host.server_bridge import prompt_server
 

@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from comfy_airlock.host import loader
+from comfy_airlock.host.memory.ledger import LEDGER
 from comfy_airlock.host.pack import IsolatedPack
 
 log = logging.getLogger("comfy_airlock")
@@ -60,8 +61,8 @@ def restart(name: str) -> dict[str, Any]:
             worker.kill()
         # Its models went with the process: they hold nothing from now on (numbers only, as
         # the heartbeat does for a dead generation).
-        for s in pack.bridge.standins(name):
-            if s.pack is pack and not pack.alive_generation(s.generation):
+        for s in LEDGER.standins(name):
+            if s.handle is pack and not pack.alive_generation(s.generation):
                 s.gone = True
         if not worker.alive:
             worker.call("os:getpid")  # the next generation, started now rather than at a call
@@ -83,15 +84,15 @@ def release(name: str) -> dict[str, Any]:
     _one_at_a_time(name)
     try:
         released, in_use = [], []
-        for s in pack.bridge.standins(name):
-            if s.pack is not pack or s.gone or s.loaded_size() <= 0:
+        for s in LEDGER.standins(name):
+            if s.handle is not pack or s.gone or s.loaded_size() <= 0:
                 continue
             if s.in_use:
                 in_use.append(s.model.name)
                 continue
             # The stand-in's own command path (as idle release uses): refused for a generation
             # that is gone, 0 bytes on a worker that dies meanwhile, never an exception.
-            freed = s._command("unload", 0.0)
+            freed = s.command("unload", 0.0)
             released.append({"model": s.model.name, "freed": freed})
         log.info(
             "[comfy-airlock] pack %r: released from the panel: %s",

@@ -3,9 +3,9 @@ ring buffer of the last ``WINDOW_S``, host-side, so a tab opened late draws the 
 
 A sample reads only what is cheap and never waits on a worker: ``/proc`` for resident sizes,
 the host's RAM as its cgroup bounds it (:func:`comfy_airlock.device.host_ram`), the device
-through NVML held open (:class:`comfy_airlock.device.DeviceTruth`: device-wide, so workers'
-memory counts; on the simulated card, the fake NVML), and, where there is a device, what
-ComfyUI's ledger holds on it.
+through the process's one device truth (``comfy_airlock.card``: NVML held open, device-wide, so
+workers' memory counts; or the simulated card), and, where there is a device, what ComfyUI's
+ledger holds on it.
 It runs on a thread of the panel's own (publisher.py), never on a call's path.
 """
 
@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from comfy_airlock import device
+from comfy_airlock import card, device
 
 log = logging.getLogger("comfy_airlock")
 
@@ -63,20 +63,22 @@ class DeviceReader:
     initialised CUDA in ComfyUI (or a simulated card stands for it): until then, and without
     NVML, there is no device to read and samples carry ``None``."""
 
-    def __init__(self) -> None:
-        self._truth: Any = None
+    def __init__(self, truth: card.Truth | None = None) -> None:
+        self._truth = truth  # None: the process's own (card.truth()), at the first read
+        self._uuid: str | None = None
         self._failed = False
 
     def read(self) -> dict[str, Any] | None:
         if self._failed:
             return None
         try:
-            if self._truth is None:
-                uuid = device.my_device_uuid()  # never creates a CUDA context
-                if uuid is None:
+            truth = self._truth or card.truth()
+            if self._uuid is None:
+                # Never creates a CUDA context: the card is known once ComfyUI made one.
+                self._uuid = card.my_device_uuid() if self._truth is None else truth.uuid(0)
+                if self._uuid is None:
                     return None
-                self._truth = device.DeviceTruth.open(uuid)
-            memory = self._truth.memory()
+            memory = truth.memory(self._uuid)
         except Exception as e:  # a driver that fails once is not asked every 2 s
             log.warning("[comfy-airlock] panel: the device cannot be read: %s", e)
             self._failed = True

@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from comfy_airlock import settings
 from comfy_airlock.card import truth
 
 #: Seconds between attempts, and how many, when this process has a context that NVML does not
@@ -58,17 +59,13 @@ def due(cuda: bool) -> bool:
     """Whether a report made now could measure the floor: unmeasured, attempts left, a context
     possible (``cuda``: torch has initialised CUDA here), the retry delay over. Cheap checks
     first: this runs after every call."""
-    if _STATE["floor"] is not None or not (cuda or _SIM_GPU):
+    if _STATE["floor"] is not None or not (cuda or settings.get().sim_gpu):
         return False
     if int(_STATE["attempts"] or 0) >= ATTEMPTS or time.monotonic() < float(
         _STATE["next_try"] or 0.0
     ):
         return False
     return _may_have_context()
-
-
-# A worker's environment is fixed at its start.
-_SIM_GPU = bool(os.environ.get("AIRLOCK_SIM_GPU"))
 
 
 def _may_have_context() -> bool:

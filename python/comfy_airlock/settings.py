@@ -125,9 +125,9 @@ def knob(
     side: str = "host",
     shown: str | None = None,
 ) -> Any:
-    """A field read from ``env``. ``side``: who reads it (``host``, ``worker``, ``both``;
-    ``internal``: set by the host for its worker, not for users). ``shown``: the default as
-    the user guide prints it."""
+    """A field read from ``env``. ``side``: who reads it (``host``, ``worker``, ``both``: those
+    and the core, ``sides``: ComfyUI and its workers but not the core; ``internal``: set by the
+    host for its worker, not for users). ``shown``: the default as the user guide prints it."""
     meta = {"env": env, "parse": parse, "doc": doc, "side": side, "shown": shown}
     if isinstance(default, (list, dict, set)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
@@ -257,6 +257,23 @@ class Settings:
         "`off`: publish no reserve for a host whose free-memory reading is blind to other "
         "processes (WDDM) and translate no request (docs/memory.md); device-wide it is 0 anyway",
         shown="`on`",
+    )
+    idle_trim_s: float | None = knob(
+        "AIRLOCK_IDLE_TRIM_S",
+        _seconds,
+        5.0,
+        "a side (ComfyUI for each worker, a worker for itself) that made no call for this long "
+        "gives its idle shared memory back (at once under RAM pressure); `off` keeps it",
+        side="sides",
+        shown="`5`",
+    )
+    keep_sent: int = knob(
+        "AIRLOCK_KEEP_SENT_MIB",
+        _mib,
+        1024 * MIB,
+        "MiB of copies ComfyUI keeps per worker so that a tensor sent again unchanged goes "
+        "without a copy; `0` (or `off`) copies on every send",
+        shown="`1024`",
     )
     # --- routes --------------------------------------------------------------------------
     route_timeout_s: float = knob(
@@ -442,7 +459,12 @@ def reference_table() -> str:
     """The user guide's table of every ``AIRLOCK_*`` variable (docs/user-guide.md, section 9),
     made from the fields above and :data:`RUST_ONLY`."""
     rows = ["| variable | default | read by | what it does |", "|---|---|---|---|"]
-    readers = {"host": "ComfyUI", "worker": "worker", "both": "ComfyUI, worker, core"}
+    readers = {
+        "host": "ComfyUI",
+        "worker": "worker",
+        "both": "ComfyUI, worker, core",
+        "sides": "ComfyUI, worker",
+    }
     for f in dataclasses.fields(Settings):
         meta = f.metadata
         if meta["side"] == "internal":

@@ -14,6 +14,7 @@ mod host;
 mod lane;
 mod sandbox;
 mod sink;
+mod watch;
 mod worker;
 
 use pyo3::prelude::*;
@@ -31,6 +32,8 @@ mod _native {
     use crate::host::Worker;
     #[pymodule_export]
     use crate::lane::{Lane, rejections};
+    #[pymodule_export]
+    use crate::watch::{WriteWatch, private_pages, write_watch_supported};
     #[pymodule_export]
     use crate::worker::{WorkerLink, connect, forbid_same_user_access};
 

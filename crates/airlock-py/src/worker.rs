@@ -72,6 +72,8 @@ pub fn connect(
         control,
         name,
         current: AtomicU64::new(0),
+        last_end: AtomicU64::new(0),
+        started: std::time::Instant::now(),
     })
 }
 
@@ -113,6 +115,9 @@ pub struct WorkerLink {
     name: String,
     /// The id of the call running now; 0 between calls (ids start at 1).
     current: AtomicU64,
+    /// When the last call ended, in nanoseconds since `started` (for the idle trim).
+    last_end: AtomicU64,
+    started: std::time::Instant,
     /// Where the host raises an interrupt for the running call.
     signal: Option<SignalPage>,
 }
@@ -142,6 +147,16 @@ impl WorkerLink {
     #[getter]
     fn in_call(&self) -> bool {
         self.current.load(Ordering::Acquire) != 0
+    }
+
+    /// Seconds since the last call ended (or since the connection, before the first); None
+    /// while a call runs.
+    fn idle_seconds(&self) -> Option<f64> {
+        if self.current.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        let end = std::time::Duration::from_nanos(self.last_end.load(Ordering::Acquire));
+        Some(self.started.elapsed().saturating_sub(end).as_secs_f64())
     }
 
     /// Replaces the memory report that the control thread answers heartbeats with (plain
@@ -293,6 +308,8 @@ impl WorkerLink {
                     }
                 }
             })();
+            let now = self.started.elapsed().as_nanos() as u64;
+            self.last_end.store(now, Ordering::Release);
             self.current.store(0, Ordering::Release);
             let msg = match outcome {
                 Ok(value) => Message::Reply { id, value },

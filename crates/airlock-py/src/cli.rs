@@ -1,4 +1,4 @@
-//! The `airlock` command: `build`, `doctor`, `gc`.
+//! The `airlock` command: `build`, `doctor`, `plan`, `gc`.
 //!
 //! It lives in the extension module (`comfy_airlock.cli` calls [`cli_main`]) so that the CLI
 //! and ComfyUI use the same builder, and no second binary has to be shipped per platform.
@@ -60,6 +60,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Resolve each env's conda, PyPI and [cuda] requirements without installing anything
+    Plan {
+        #[command(flatten)]
+        place: Place,
+        /// Print the result as JSON
+        #[arg(long)]
+        json: bool,
+        /// Packs (or `<pack>/<sub>` envs) to plan (default: every one found)
+        #[arg(value_name = "PACK")]
+        packs: Vec<String>,
+    },
     /// List environments and caches no current pack uses (remove them with --delete)
     Gc {
         #[command(flatten)]
@@ -120,6 +131,7 @@ pub fn run(argv: Vec<String>, interrupted: &dyn Fn() -> bool) -> i32 {
     let place = match &cli.command {
         Command::Build { place, .. }
         | Command::Doctor { place, .. }
+        | Command::Plan { place, .. }
         | Command::Gc { place, .. } => place,
     };
     let opts = EnvOptions {
@@ -137,6 +149,13 @@ pub fn run(argv: Vec<String>, interrupted: &dyn Fn() -> bool) -> i32 {
         Command::Doctor { place, json } => {
             doctor(&opts, place, *json, cli.airlock_package.as_deref())
         }
+        Command::Plan { place, json, packs } => match place.base() {
+            Some(base) => crate::cli_plan::plan(&opts, &discover(&base), packs, *json),
+            None => {
+                eprintln!("{NO_BASE}");
+                2
+            }
+        },
         Command::Gc { place, delete } => gc(&opts, place, *delete),
     }
 }
@@ -546,6 +565,10 @@ mod tests {
         assert!(matches!(c.command, Command::Doctor { json: true, .. }));
         let c = Cli::try_parse_from(["airlock", "gc", "--delete", "--base", "/b"]).unwrap();
         assert!(matches!(c.command, Command::Gc { delete: true, .. }));
+        let c = Cli::try_parse_from(["airlock", "plan", "--json", "p/nodes"]).unwrap();
+        assert!(
+            matches!(c.command, Command::Plan { json: true, ref packs, .. } if packs.len() == 1)
+        );
         assert!(Cli::try_parse_from(["airlock", "nope"]).is_err());
     }
 }

@@ -5,6 +5,7 @@ mod arbiter;
 mod call;
 mod call_watch;
 mod cli;
+mod cli_plan;
 mod convert;
 mod device;
 mod env;

@@ -96,10 +96,9 @@ class IsolatedPack:
             "pack_dir": self.dir,
             "pack_name": self.name,
             "entry": self.entry,
-            "args": comfy_state.args_snapshot(),
             "folder_paths": folders,
             "comfy_requirements": self.comfy,
-            **comfy_state.main_identity(),
+            **comfy_state.host_identity(comfyui),
         }
         ours = {"AIRLOCK_COMFY": json.dumps(comfy), "AIRLOCK_WORKER": "1"}
         # Not the host's environment (its API keys): an allow-list, the pack's [env_vars], ours.

@@ -8,6 +8,8 @@ by another: the same nodes with the same /object_info, and the same outputs bit 
   ``__main__.__file__``); odd nodes ComfyUI tolerates (``IS_CHANGED = True``, an
   ``INPUT_TYPES`` that raises, a display name without a class).
 - ``real-shapes-v3``: V3 nodes whose /object_info a V1 proxy could not reproduce.
+- ``pack-objects``: nodes that hand each other the pack's own objects and models (ADR 0023),
+  isolated by ``airlock isolate`` from its requirements.txt as a user does it.
 """
 
 from __future__ import annotations
@@ -18,8 +20,18 @@ from pathlib import Path
 
 import pytest
 
-from .harness import ComfyUI, PromptRejected
-from .native_oracle import assert_same_object_info, assert_same_outputs, module_of, start_pair
+from .harness import ComfyUI, PromptRejected, execution_error
+from .native_oracle import (
+    assert_same_object_info,
+    assert_same_outputs,
+    isolate_by_command,
+    module_of,
+    start_pair,
+)
+
+# The fixture runs `airlock isolate` and starts two servers: past the default 300 s when the
+# machine is loaded.
+pytestmark = pytest.mark.timeout(900)
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_PACKS = REPO / "tests" / "packs"
@@ -27,6 +39,7 @@ AIRLOCK_HOME = Path(os.environ.get("AIRLOCK_TEST_HOME") or REPO / ".cache" / "te
 PACKS = {
     "real-shapes-v1": TEST_PACKS / "real-shapes-v1",
     "real-shapes-v3": TEST_PACKS / "real-shapes-v3",
+    "pack-objects": TEST_PACKS / "pack-objects",
 }
 
 
@@ -48,8 +61,16 @@ def pair(comfyui_dir, tmp_path_factory):
         servers.append(ui)
         return ui.start()
 
+    tmp = tmp_path_factory.mktemp("parity")
+    # The pack imports ComfyUI's model management at import: on a machine without a GPU the
+    # command's scan must run it as ComfyUI runs here (--cpu), or the pack fails to load.
+    objects, said = isolate_by_command(comfyui_dir, tmp, "pack-objects", PACKS["pack-objects"], env)
+    assert (
+        "POTintApply" in said
+        and 'dependencies = [\n    "torch",\n]' in (objects / "airlock.toml").read_text()
+    ), said
     try:
-        yield start_pair(start, tmp_path_factory.mktemp("parity"), PACKS, prepare=_models)
+        yield start_pair(start, tmp, PACKS, prepare=_models, isolated={"pack-objects": objects})
     finally:
         for ui in servers:
             ui.stop()
@@ -150,3 +171,85 @@ def test_prestartup_folder_is_the_hosts_too(pair):
     # The prestartup script ran in the worker; ComfyUI's own /models lists the folder it
     # registered, as it does natively.
     assert pair.isolated.get("/models/llm") == pair.native.get("/models/llm") == ["tiny.gguf"]
+
+
+def test_pack_objects_object_info_is_native(pair):
+    assert len(assert_same_object_info(pair, "pack-objects")) == 7
+
+
+def test_pack_objects_pass_between_the_packs_nodes(pair):
+    # A schedule (a plain class), segments (named tuples of arrays) and a model (a torch
+    # module) go from one node of the pack to the next, and the results are the native ones.
+    prompt = {
+        "img": {
+            "class_type": "EmptyImage",
+            "inputs": {"width": 8, "height": 6, "batch_size": 1, "color": 0x3366CC},
+        },
+        "s": {"class_type": "POScheduleMake", "inputs": {"base": 0.8, "steps": 3}},
+        "a": {
+            "class_type": "POScheduleApply",
+            "inputs": {"image": ["img", 0], "schedule": ["s", 0]},
+        },
+        "pa": {
+            "class_type": "SaveImage",
+            "inputs": {"images": ["a", 0], "filename_prefix": "po_a"},
+        },
+        "ta": {"class_type": "PreviewAny", "inputs": {"source": ["a", 1]}},
+        "d": {"class_type": "POSegsDetect", "inputs": {"image": ["img", 0], "threshold": 0.25}},
+        "m": {"class_type": "POSegsToMask", "inputs": {"segs": ["d", 0]}},
+        "pm": {"class_type": "PreviewAny", "inputs": {"source": ["m", 1]}},
+        "mi": {"class_type": "MaskToImage", "inputs": {"mask": ["m", 0]}},
+        "pmi": {
+            "class_type": "SaveImage",
+            "inputs": {"images": ["mi", 0], "filename_prefix": "po_m"},
+        },
+        "l": {"class_type": "POTintLoader", "inputs": {"tint": 0.3}},
+        "t": {"class_type": "POTintApply", "inputs": {"model": ["l", 0], "image": ["img", 0]}},
+        "pt": {
+            "class_type": "SaveImage",
+            "inputs": {"images": ["t", 0], "filename_prefix": "po_t"},
+        },
+    }
+    native, isolated = assert_same_outputs(pair, prompt)
+    assert native["ta"]["text"] == ["0.8000,0.4000,0.2000"]
+    assert native["pm"]["text"] == ["top-left,bottom-right"]
+    # The images themselves, byte for byte (their metadata holds the same prompt).
+    n_files = [p.read_bytes() for p in pair.native.output_paths({"outputs": native})]
+    i_files = [p.read_bytes() for p in pair.isolated.output_paths({"outputs": isolated})]
+    assert len(n_files) == 5 and n_files == i_files  # 3 scheduled, the mask, the tint
+
+
+def test_a_pack_object_shown_by_comfyuis_node_reads_as_natively(pair):
+    # ComfyUI's Preview as Text prints what it gets: a list of the pack's dataclasses shows
+    # their repr, taken in the worker.
+    prompt = {
+        "k1": {"class_type": "POKeyframeMake", "inputs": {"start": 0.1, "strength": 0.5}},
+        "k2": {
+            "class_type": "POKeyframeMake",
+            "inputs": {"start": 0.6, "strength": 1.0, "previous": ["k1", 0]},
+        },
+        "p": {"class_type": "PreviewAny", "inputs": {"source": ["k2", 0]}},
+    }
+    native, _ = assert_same_outputs(pair, prompt)
+    assert native["p"]["text"] == [
+        "[Keyframe(start=0.1, strength=0.5, label='kf0'), "
+        "Keyframe(start=0.6, strength=1.0, label='kf1')]"
+    ]
+
+
+def test_a_pack_model_given_to_comfyuis_node_is_a_clear_error(pair):
+    prompt = {
+        "l": {"class_type": "POTintLoader", "inputs": {"tint": 0.5}},
+        "m": {
+            "class_type": "ModelSamplingDiscrete",
+            "inputs": {"model": ["l", 0], "sampling": "eps", "zsnr": False},
+        },
+        "o": {"class_type": "PreviewAny", "inputs": {"source": ["m", 0]}},
+    }
+    entry = pair.isolated.run(prompt, timeout=300, check=False)
+    err = execution_error(entry)
+    assert err is not None and err["node_type"] == "ModelSamplingDiscrete", entry
+    assert (
+        "TintModel of the isolated pack 'pack-objects' was used outside it"
+        in err["exception_message"]
+    )

@@ -15,10 +15,12 @@ import sys
 import uuid
 from typing import Any
 
+from comfy_airlock import pack_values
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.node_surface import NODE_ATTRS, model_kind, python_module
 
 log = logging.getLogger("comfy_airlock")
+pack_values.install_host()
 
 # Declared types whose values are model objects living in one process.
 MODEL_TYPES = {"MODEL", "CLIP", "VAE", "CONTROL_NET", "CLIP_VISION", "STYLE_MODEL", "GLIGEN"}
@@ -58,6 +60,20 @@ def _check_inputs(pack: str, node_id: str, kwargs: dict[str, Any]) -> None:
                     "cannot cross the process boundary; load the model with a node of the "
                     "same pack, inside its worker"
                 )
+
+
+def run_node(
+    pack: IsolatedPack, node_id: str, key: str, method: str, kwargs: dict[str, Any]
+) -> Any:
+    """One forwarded node method: its inputs checked (a value of another pack's worker, a
+    model of ComfyUI's, fail here, named), the values ComfyUI let go of released in the
+    worker first, and the references in its result stamped with this pack (ADR 0023)."""
+    _check_inputs(pack.name, node_id, kwargs)
+    pack_values.check_inputs(pack.name, node_id, kwargs)
+    for token, ids in pack_values.pending_releases(pack.name).items():
+        if pack.alive():
+            pack.call("comfy_airlock.pack_values:release", token, ids)
+    return pack_values.claim(pack.name, pack.run(node_id, key, method, kwargs))
 
 
 def _to_torch(value: Any) -> Any:
@@ -131,9 +147,8 @@ def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
         return input_types
 
     def run(self, **kwargs: Any) -> Any:
-        _check_inputs(pack.name, node_id, kwargs)
-        out = pack.run(node_id, self._airlock_key, function, _dynprompt_free(kwargs, hidden))
-        return _fix_outputs(meta, out)
+        kwargs = _dynprompt_free(kwargs, hidden)
+        return _fix_outputs(meta, run_node(pack, node_id, self._airlock_key, function, kwargs))
 
     attrs: dict[str, Any] = {
         "__init__": __init__,
@@ -158,7 +173,7 @@ def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
     if methods.get("IS_CHANGED"):
 
         def IS_CHANGED(cls, **kwargs: Any) -> Any:
-            return pack.run(node_id, "", "IS_CHANGED", _dynprompt_free(kwargs, hidden))
+            return run_node(pack, node_id, "", "IS_CHANGED", _dynprompt_free(kwargs, hidden))
 
         attrs["IS_CHANGED"] = classmethod(IS_CHANGED)
 
@@ -166,7 +181,7 @@ def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
         spec = methods["VALIDATE_INPUTS"]
 
         def VALIDATE_INPUTS(*args: Any, **kwargs: Any) -> Any:
-            return pack.run(node_id, "", "VALIDATE_INPUTS", kwargs)
+            return run_node(pack, node_id, "", "VALIDATE_INPUTS", kwargs)
 
         # ComfyUI passes only the inputs this signature names (and input_types if named).
         VALIDATE_INPUTS.__signature__ = _signature(spec)  # type: ignore[attr-defined]
@@ -175,7 +190,7 @@ def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
     if methods.get("check_lazy_status"):
 
         def check_lazy_status(self, **kwargs: Any) -> Any:
-            return pack.run(node_id, self._airlock_key, "check_lazy_status", kwargs)
+            return run_node(pack, node_id, self._airlock_key, "check_lazy_status", kwargs)
 
         attrs["check_lazy_status"] = check_lazy_status
 
@@ -194,10 +209,10 @@ def _warn_models(pack: IsolatedPack, node_id: str, meta: dict[str, Any], cls: ty
                 declared.add(spec_[0])
     crossing = sorted(declared & MODEL_TYPES)
     if crossing:
-        log.warning(
-            "[comfy-airlock] node %r of isolated pack %r takes or returns %s; model objects "
-            "cannot cross the process boundary (values between two nodes pass through "
-            "ComfyUI, even within one pack), so running it will fail",
+        log.debug(
+            "[comfy-airlock] node %r of isolated pack %r takes or returns %s: model objects "
+            "stay in the pack's worker; they pass between the pack's own nodes, never to or "
+            "from a node of ComfyUI or of another pack",
             node_id,
             pack.name,
             ", ".join(crossing),

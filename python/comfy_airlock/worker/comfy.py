@@ -24,7 +24,8 @@ import sys
 import types
 from typing import Any
 
-from comfy_airlock.node_surface import FOLDER_ROOTS, folder_to_scan, model_kind, python_module
+from comfy_airlock import pack_values
+from comfy_airlock.node_surface import FOLDER_ROOTS, folder_to_scan, python_module
 from comfy_airlock.worker import describe, interrupts, models, server_shim, startup
 from comfy_airlock.worker import routes as _routes
 from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly
@@ -88,6 +89,7 @@ def _setup() -> None:
         _mirror_folder_paths(_CONFIG.get("folder_paths"))
     server_shim.install()
     _register_comfy_codecs()
+    pack_values.install_worker()
 
 
 def _mirror_args(host_args: dict[str, Any]) -> None:
@@ -294,20 +296,17 @@ def _added_folders() -> dict[str, Any]:
 # --- calls ----------------------------------------------------------------------------------
 
 
-def _check_outputs(node_id: str, outputs: Any) -> None:
-    if not isinstance(outputs, (tuple, list)):
-        return
-    cls = _NODES[node_id]
-    types_ = getattr(cls, "RETURN_TYPES", ()) if node_id not in _V3 else ()
-    for i, out in enumerate(outputs):
-        kind = model_kind(out)
-        if kind is not None:
-            declared = types_[i] if i < len(types_) else "?"
-            raise TypeError(
-                f"output {i} ({declared}) of node {node_id!r} is a {kind}: model objects "
-                "(MODEL, CLIP, VAE, CONTROL_NET) cannot cross the process boundary; load and "
-                "use the model inside the same isolated pack"
-            )
+def _keep_results(out: Any) -> Any:
+    """A node's outputs as they cross: values that cannot (the pack's own objects, models)
+    stay here and their references go instead (ADR 0023)."""
+    if isinstance(out, dict):
+        if "result" in out:
+            out = dict(out)
+            out["result"] = pack_values.keep_unsendable(out["result"])
+        return out
+    if isinstance(out, (tuple, list)):
+        return tuple(pack_values.keep_unsendable(tuple(out)))
+    return out
 
 
 def _instance(node_id: str, key: str) -> Any:
@@ -356,8 +355,7 @@ def _run_v3(node_id: str, method: str, kwargs: dict[str, Any]) -> Any:
             n = len(cls.GET_SCHEMA().outputs)
             result["result"] = tuple(ExecutionBlocker(out.block_execution) for _ in range(n))
         elif out.result is not None:
-            _check_outputs(node_id, out.result)
-            result["result"] = tuple(out.result)
+            result["result"] = _keep_results(tuple(out.result))
         if out.ui is not None:
             result["ui"] = out.ui.as_dict() if hasattr(out.ui, "as_dict") else out.ui
         if out.expand is not None:
@@ -384,12 +382,7 @@ def run(node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:
     out = _await(getattr(_instance(node_id, key), method)(**kwargs))
     if method == "check_lazy_status":
         return out
-    if isinstance(out, dict):
-        if "result" in out:
-            _check_outputs(node_id, out["result"])
-        return out
-    _check_outputs(node_id, out)
-    return tuple(out) if isinstance(out, list) else out
+    return _keep_results(out)
 
 
 _setup()

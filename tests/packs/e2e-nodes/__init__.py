@@ -239,7 +239,7 @@ class E2EConditioningInfo:
 
 
 class E2EModelOut:
-    """Returns a model object, which must not cross."""
+    """Returns a model object, which stays in the worker (ComfyUI holds a reference)."""
 
     CATEGORY = "airlock tests"
     RETURN_TYPES = ("MODEL",)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 
@@ -27,10 +28,51 @@ def pack_routes(routes: list[dict[str, str]], baseline: set[str]) -> list[str]:
     return sorted(out)
 
 
+# Path words of GET routes that act rather than answer (Easy-Use's GET /easyuse/reboot
+# execs ComfyUI anew): never asked.
+ACTS = (
+    "reboot",
+    "restart",
+    "shutdown",
+    "exit",
+    "quit",
+    "kill",
+    "delete",
+    "remove",
+    "clear",
+    "reset",
+    "install",
+    "update",
+    "upgrade",
+    "download",
+    "clean",
+    "purge",
+    "interrupt",
+    "cancel",
+    "free",
+    "wipe",
+    "stop",
+    "save",
+    "switch",
+    "toggle",
+    "write",
+    "upload",
+    "rename",
+    "move",
+    "set",
+    "refresh",
+    "run",
+    "execute",
+    "queue",
+)
+
+
 def gettable(route: str) -> bool:
-    """A GET route the runner asks without knowing the pack: no match info in its path."""
+    """A GET route the runner asks without knowing the pack: no match info in its path, and
+    no word in it that says the route acts (:data:`ACTS`)."""
     method, path = route.split(" ", 1)
-    return method == "GET" and "{" not in path
+    words = {w for w in re.split(r"[^a-z]+", path.lower()) if w}
+    return method == "GET" and "{" not in path and not words & set(ACTS)
 
 
 def answer_differs(native: dict[str, Any], isolated: dict[str, Any]) -> str | None:
@@ -80,5 +122,6 @@ def _error_head(run: dict[str, Any]) -> str | None:
     # Where the host appended the worker's traceback (escaped too: a KeyError's str is a repr).
     for mark in ("\n\n[comfy-airlock]", "\\n\\n[comfy-airlock]"):
         text = text.split(mark)[0]
-    text = text.strip()
+    # A type the host has not imported comes as RemoteError, its real name first in the text.
+    text = text.strip().removeprefix("comfy_airlock.RemoteError: ")
     return text.splitlines()[0].rstrip("'\"") if text else ""

@@ -20,6 +20,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def verdict(r: dict[str, Any]) -> str:
     """The pack's line: does it load natively; if so, is the isolated pack the native one."""
     native, isolated = r.get("native") or {}, r.get("isolated") or {}
+    if r.get("runner_error") and not r.get("runs"):
+        return "runner error"
     if not native.get("started"):
         return "native ComfyUI did not start"
     nodes = r.get("nodes") or {}
@@ -123,6 +125,8 @@ def details(r: dict[str, Any]) -> str:
             lines.append(f"- {side} start: {s['start_error'][-300:]}")
         if s.get("import_failed"):
             lines.append(f"- {side}: {s['import_failed']}")
+    if r.get("runner_error"):
+        lines.append(f"- runner: {r['runner_error'][:300]}")
     if not lines:
         return ""
     return f"### {r['pack']}\n\n" + "\n".join(lines) + "\n\n"

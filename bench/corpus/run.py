@@ -194,6 +194,8 @@ def run_pack(pack: Path, work: Path, home: str, baselines: dict[str, set[str]]) 
         for side, up in zip((native, isolated), ups, strict=True):
             result[side.name] = {"started": up, "start_error": side.start_error}
         _observe(result, pack.name, native, isolated, baselines)
+    except Exception as e:  # the pack restarted ComfyUI, say: what was seen so far is kept
+        result["runner_error"] = f"{type(e).__name__}: {str(e)[:2000]}"
     finally:
         for side in (native, isolated):
             result.setdefault(side.name, {})["stop_seconds"] = side.stop()
@@ -268,7 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     base_lines = baselines(args.work / "_baselines", args.home)
     for pack in packs:
         t0 = time.monotonic()
-        result = run_pack(pack, args.work / pack.name, args.home, base_lines)
+        try:
+            result = run_pack(pack, args.work / pack.name, args.home, base_lines)
+        except (
+            Exception
+        ) as e:  # one pack's mishap (a route that restarts ComfyUI) never ends the run
+            result = {"pack": pack.name, "runner_error": f"{type(e).__name__}: {str(e)[:2000]}"}
         result["source"] = commits.get(pack.name)
         result["seconds"] = round(time.monotonic() - t0, 1)
         result["date"] = time.strftime("%Y-%m-%d")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import env as _env
-from comfy_airlock.host import comfy_state, routes, scan_cache
+from comfy_airlock.host import comfy_state, on_prompt, routes, scan_cache
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.host.proxy import build_proxy
 
@@ -112,6 +112,7 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
         _PACKS[name] = pack
         _FAILED.pop(name, None)
     routes.remember(pack, meta.get("routes") or [])
+    on_prompt.install(pack, set(mappings), int(meta.get("on_prompt") or 0))
     if old is not None:
         old.close()
     log.info("[comfy-airlock] pack %r: %d node(s) isolated in %s", name, len(mappings), pack.python)

@@ -275,7 +275,15 @@ def scan() -> dict[str, Any]:
         "skipped": skipped,
         "folders": _added_folders(),
         "routes": _routes.describe(),
+        "on_prompt": len(server_shim.PromptServer.instance.on_prompt_handlers),
     }
+
+
+def on_prompt(json_data: Any) -> Any:
+    """The pack's ``add_on_prompt_handler`` functions on one ``POST /prompt`` body, in order,
+    as upstream's ``trigger_on_prompt`` runs them (one that raises is logged and skipped)."""
+    _load_pack()
+    return server_shim.PromptServer.instance.trigger_on_prompt(json_data)
 
 
 def _added_folders() -> dict[str, Any]:

@@ -87,6 +87,7 @@ def test_v1_object_info_is_native(pair):
         "ShapesProgram",
         "ShapesAlwaysRun",
         "ShapesMergeBlocks",
+        "ShapesV3Range",
     }
     assert native["ShapesLLMLoader"]["input"]["required"]["model"] == [["tiny.gguf"]]
     assert "euler" in native["ShapesSampler"]["input"]["required"]["sampler_name"][0]
@@ -115,9 +116,15 @@ def test_v1_outputs_are_native(pair):
         "2": {"class_type": "ShapesProgram", "inputs": {"summary": ["1", 0]}},
         "3": {"class_type": "ShapesNoise", "inputs": {"seed": 11, "size": 24}},
         "4": {"class_type": "ShapesDigest", "inputs": {"image": ["3", 0]}},
+        "5": {"class_type": "ShapesV3Range", "inputs": {"start": 2, "stop": 9}},
+        "6": {"class_type": "PreviewAny", "inputs": {"source": ["5", 0]}},
+        "7": {"class_type": "PreviewAny", "inputs": {"source": ["5", 1]}},
     }
     native, _ = assert_same_outputs(pair, prompt)
     facts = json.loads(native["2"]["text"][0])
+    # A V3 node of V1 mappings: its ui, its list output (one preview per item), its count.
+    assert native["5"]["text"] == ["2..9"]
+    assert native["6"]["text"] == ["2", "5", "8"] and native["7"]["text"] == ["3"]
     assert facts == {
         "summary": "euler/karras/640/",
         "comfy_dir_is_comfyui": True,
@@ -214,8 +221,8 @@ def test_pack_objects_pass_between_the_packs_nodes(pair):
     assert native["ta"]["text"] == ["0.8000,0.4000,0.2000"]
     assert native["pm"]["text"] == ["top-left,bottom-right"]
     # The images themselves, byte for byte (their metadata holds the same prompt).
-    n_files = [p.read_bytes() for p in pair.native.output_paths({"outputs": native})]
-    i_files = [p.read_bytes() for p in pair.isolated.output_paths({"outputs": isolated})]
+    n_files = {p.name: p.read_bytes() for p in pair.native.output_paths({"outputs": native})}
+    i_files = {p.name: p.read_bytes() for p in pair.isolated.output_paths({"outputs": isolated})}
     assert len(n_files) == 5 and n_files == i_files  # 3 scheduled, the mask, the tint
 
 

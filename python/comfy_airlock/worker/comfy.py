@@ -210,8 +210,10 @@ def _collect(module: types.ModuleType) -> None:
     mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
     if mappings is not None:
         _NODES.update(mappings)
-        for cls in mappings.values():
+        for node_id, cls in mappings.items():
             _set_module(cls, relative)
+            if _is_v3(cls):  # a V3 class in V1 mappings: ComfyUI describes and runs it as V3
+                _V3.add(node_id)
         _DISPLAY.update(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {})
         return
     entrypoint = getattr(module, "comfy_entrypoint", None)
@@ -235,6 +237,11 @@ def _collect(module: types.ModuleType) -> None:
         _set_module(cls, relative)
         if schema.display_name is not None:
             _DISPLAY[schema.node_id] = schema.display_name
+
+
+def _is_v3(cls: Any) -> bool:
+    base = getattr(sys.modules.get("comfy_api.internal"), "_ComfyNodeInternal", None)
+    return base is not None and isinstance(cls, type) and issubclass(cls, base)
 
 
 def _set_module(cls: Any, relative: str) -> None:
@@ -390,7 +397,32 @@ def run(node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:
     out = _await(getattr(_instance(node_id, key), method)(**kwargs))
     if method == "check_lazy_status":
         return out
-    return _keep_results(out)
+    return _keep_results(_v1_form(out, len(getattr(cls, "RETURN_TYPES", ()) or ())))
+
+
+def _v1_form(out: Any, n_outputs: int) -> Any:
+    """A V1 node may return a V3 ``io.NodeOutput`` (upstream's execution takes it from any
+    node): its V1 dict, as upstream's ``get_output_from_returns`` reads it."""
+    try:
+        from comfy_api.internal import _NodeOutputInternal
+    except Exception:
+        return out
+    if not isinstance(out, _NodeOutputInternal):
+        return out
+    v1: dict[str, Any] = {}
+    if out.ui is not None:
+        v1["ui"] = out.ui if isinstance(out.ui, dict) else out.ui.as_dict()
+    result = out.result
+    if out.block_execution is not None and (out.expand is not None or result is not None):
+        from comfy_execution.graph_utils import ExecutionBlocker
+
+        result = tuple(ExecutionBlocker(out.block_execution) for _ in range(n_outputs))
+    if out.expand is not None:
+        v1["expand"] = out.expand
+        v1["result"] = result
+    elif result is not None:
+        v1["result"] = result
+    return v1
 
 
 _setup()

@@ -13,6 +13,7 @@ import comfy_extras  # the same for comfy_extras.nodes_model_merging
 import folder_paths
 import nodes
 import torch
+from comfy_api.latest import io
 from comfy_extras.nodes_latent import LatentAdd  # circular natively unless nodes loaded first
 
 import __main__
@@ -169,6 +170,28 @@ class ShapesBroken:
         raise RuntimeError("needs a model list that is not there")
 
 
+class ShapesV3Range(io.ComfyNode):
+    """A V3 node in a V1 pack's NODE_CLASS_MAPPINGS (a logic pack's way): ComfyUI describes it
+    by its schema and runs its classmethod ``execute``, whose ``io.NodeOutput`` it unpacks."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Range",
+            category="airlock shapes",
+            inputs=[
+                io.Int.Input("start", default=2, min=-100, max=100),
+                io.Int.Input("stop", default=9, min=-100, max=100),
+            ],
+            outputs=[io.Int.Output("values", is_output_list=True), io.Int.Output("count")],
+        )
+
+    @classmethod
+    def execute(cls, start, stop):
+        values = list(range(start, stop, 3))
+        return io.NodeOutput(values, len(values), ui={"text": [f"{start}..{stop}"]})
+
+
 NODE_CLASS_MAPPINGS = {
     "ShapesSampler": ShapesSampler,
     "ShapesLLMLoader": ShapesLLMLoader,
@@ -178,6 +201,7 @@ NODE_CLASS_MAPPINGS = {
     "ShapesAlwaysRun": ShapesAlwaysRun,
     "ShapesMergeBlocks": ShapesMergeBlocks,
     "ShapesBroken": ShapesBroken,
+    "ShapesV3Range": ShapesV3Range,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
     "ShapesSampler": "Shapes Sampler (comfy.samplers at import)",

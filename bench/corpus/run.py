@@ -104,6 +104,23 @@ def env_python(pack_dir: Path, comfyui: Path, home: str) -> tuple[str | None, st
     return info["python"], None
 
 
+def _run_on(side: Side, prompt: dict[str, Any]) -> dict[str, Any]:
+    """One node's run; a server that no longer runs prompts after it is started anew (and the
+    run says so), so that one node never costs the rest of the pack its runs."""
+    out = side.run_node(prompt)
+    if out["status"] in ("timeout", "server died") and not _healthy(side):
+        out["broke_server"] = True
+        side.restart()
+    return out
+
+
+def _healthy(side: Side) -> bool:
+    try:
+        return side.healthy()
+    except Exception:
+        return False
+
+
 def run_nodes(native: Side, isolated: Side, nodes: dict[str, Any], both: set[str]) -> dict:
     results = {}
     makers = producers(nodes)
@@ -113,8 +130,8 @@ def run_nodes(native: Side, isolated: Side, nodes: dict[str, Any], both: set[str
         except NotRunnable as e:
             results[name] = {"verdict": "not runnable", "why": str(e)}
             continue
-        n = native.run_node(prompt)
-        i = isolated.run_node(prompt) if name in both else None
+        n = _run_on(native, prompt)
+        i = _run_on(isolated, prompt) if name in both else None
         verdict = compare.run_class(n, i)
         if verdict == "differs":
             # Rerun natively: a node that differs from itself is not comparable.
@@ -199,6 +216,7 @@ def run_pack(pack: Path, work: Path, home: str, baselines: dict[str, set[str]]) 
     finally:
         for side in (native, isolated):
             result.setdefault(side.name, {})["stop_seconds"] = side.stop()
+            result[side.name]["restarts"] = side.restarts
             result[side.name]["log_errors"] = _log_errors(side.log_text())
     return result
 

@@ -19,7 +19,7 @@ from tests.comfyui.harness import ComfyUI, ComfyUIError, PromptRejected, executi
 
 from .inputs import SOURCES
 
-NODE_TIMEOUT = 90.0
+NODE_TIMEOUT = 60.0
 
 
 class Side:
@@ -35,6 +35,7 @@ class Side:
             start=False,
         )
         self.start_error: str | None = None
+        self.restarts = 0
 
     def start(self) -> bool:
         try:
@@ -133,6 +134,23 @@ class Side:
             if not queue.get("queue_running"):
                 return
             time.sleep(0.5)
+
+    def healthy(self) -> bool:
+        """Whether the server still runs prompts (a node can kill ComfyUI's prompt worker: an
+        exception outside the node's own call ends its thread, natively)."""
+        if not self.ui.alive:
+            return False
+        probe = {
+            "s": {"class_type": SOURCES["IMAGE"], "inputs": {}},
+            "d": {"class_type": "CorpusDigest", "inputs": {"value": ["s", 0]}},
+        }
+        self.ui.request("POST", "/free", {"free_memory": True}, timeout=10)
+        return self.run_node(probe, timeout=60).get("status") == "success"
+
+    def restart(self) -> bool:
+        self.restarts += 1
+        self.stop()
+        return self.start()
 
     def forget(self) -> None:
         """Empties ComfyUI's output cache, so the same prompt runs again (``/free`` takes

@@ -170,6 +170,16 @@ def test_error_reaches_comfyui_with_the_worker_traceback(server):
     msg = err["exception_message"]
     assert "e2e: deliberate failure in the worker (checked)" in msg
     assert "_fail_deep" in msg and "e2e-nodes" in msg  # the worker's frames
+    # A KeyError reads as natively (the key, quoted), then the worker's traceback as lines.
+    missing = {
+        "1": {"class_type": "LegacyNoiseImage", "inputs": {"width": 8, "height": 8, "seed": 1}},
+        "2": {"class_type": "E2EFail", "inputs": {"image": ["1", 0], "reason": "key:style"}},
+        "3": {"class_type": "PreviewImage", "inputs": {"images": ["2", 0]}},
+    }
+    err = execution_error(server.run(missing, timeout=300, check=False))
+    assert err["exception_type"] == "KeyError"
+    assert err["exception_message"].startswith("'style'\n\n[comfy-airlock] 'E2EFail' raised")
+    assert "\n  File " in err["exception_message"] and "_fail_deep" in err["exception_message"]
     # ComfyUI and the worker carry on.
     ok = server.run(
         {

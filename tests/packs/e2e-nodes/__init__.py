@@ -12,6 +12,8 @@ from server import PromptServer
 
 
 def _fail_deep(reason):
+    if reason.startswith("key:"):  # a lookup that misses, as packs' dict reads do
+        raise KeyError(reason[4:])
     raise ValueError(f"e2e: deliberate failure in the worker ({reason})")
 
 

@@ -278,7 +278,8 @@ def encode_other(lane, obj):
             return ("p", obj.item())
     for base in (int, float, str, bytes):
         if isinstance(obj, base):
-            return ("p", base(obj))
+            # Its value, not its own __str__ (a str Enum's is "Cls.member").
+            return ("p", str.__str__(obj) if base is str else base(obj))
     for base in (list, tuple, dict):
         if isinstance(obj, base):
             return ("p", base(obj))

@@ -88,6 +88,7 @@ def test_v1_object_info_is_native(pair):
         "ShapesAlwaysRun",
         "ShapesMergeBlocks",
         "ShapesV3Range",
+        "ShapesGate",
     }
     assert native["ShapesLLMLoader"]["input"]["required"]["model"] == [["tiny.gguf"]]
     assert "euler" in native["ShapesSampler"]["input"]["required"]["sampler_name"][0]
@@ -96,7 +97,15 @@ def test_v1_object_info_is_native(pair):
 
 def test_v3_object_info_is_native(pair):
     native = assert_same_object_info(pair, "real-shapes-v3")
-    assert set(native) == {"ShapesV3Repeat", "ShapesV3Noise", "ShapesV3Digest", "ShapesV3Old"}
+    assert set(native) == {
+        "ShapesV3Repeat",
+        "ShapesV3Noise",
+        "ShapesV3Digest",
+        "ShapesV3Old",
+        "ShapesV3Prompt",
+    }
+    # A str Enum in a schema (display_mode) serves as its value, as natively.
+    assert native["ShapesV3Repeat"]["input"]["required"]["times"][1]["display"] == "slider"
     repeat = native["ShapesV3Repeat"]
     # The V3 shapes a V1 proxy got wrong: false flags, tooltips, no aliases, hidden inputs.
     assert repeat["deprecated"] is False and repeat["experimental"] is False
@@ -119,12 +128,18 @@ def test_v1_outputs_are_native(pair):
         "5": {"class_type": "ShapesV3Range", "inputs": {"start": 2, "stop": 9}},
         "6": {"class_type": "PreviewAny", "inputs": {"source": ["5", 0]}},
         "7": {"class_type": "PreviewAny", "inputs": {"source": ["5", 1]}},
+        # A closed gate blocks its branch (ComfyUI's ExecutionBlocker), an open one does not.
+        "g1": {"class_type": "ShapesGate", "inputs": {"text": "shut", "open": False}},
+        "p1": {"class_type": "PreviewAny", "inputs": {"source": ["g1", 0]}},
+        "g2": {"class_type": "ShapesGate", "inputs": {"text": "through", "open": True}},
+        "p2": {"class_type": "PreviewAny", "inputs": {"source": ["g2", 0]}},
     }
     native, _ = assert_same_outputs(pair, prompt)
     facts = json.loads(native["2"]["text"][0])
     # A V3 node of V1 mappings: its ui, its list output (one preview per item), its count.
     assert native["5"]["text"] == ["2..9"]
     assert native["6"]["text"] == ["2", "5", "8"] and native["7"]["text"] == ["3"]
+    assert "p1" not in native and native["p2"]["text"] == ["through"]
     assert facts == {
         "summary": "euler/karras/640/",
         "comfy_dir_is_comfyui": True,
@@ -136,6 +151,7 @@ def test_v1_outputs_are_native(pair):
         "merge_base": "ModelMergeBlocks",
         "llm_dirs": ["llm"],
         "python_module": module_of("real-shapes-v1"),
+        "own_node_in_comfy": True,
     }
     assert native["4"]["text"][1] == "(1, 24, 24, 3)"
 
@@ -153,10 +169,13 @@ def test_v3_outputs_are_native(pair):
         "1": {"class_type": "ShapesV3Repeat", "inputs": {"text": "ab", "times": 3, "sep": "+"}},
         "2": {"class_type": "ShapesV3Noise", "inputs": {"seed": 5}},
         "3": {"class_type": "ShapesV3Digest", "inputs": {"image": ["2", 0], "label": ["1", 0]}},
+        "4": {"class_type": "ShapesV3Prompt", "inputs": {"prompt": "a dog"}},
+        "5": {"class_type": "PreviewAny", "inputs": {"source": ["4", 0]}},
     }
     native, _ = assert_same_outputs(pair, prompt)
     # The lazy label was asked for, and carries the hidden unique_id of its node.
     assert native["3"]["text"][0] == "ab+ab+ab@1"
+    assert native["5"]["text"] == ["a dog@4"]  # an input named "prompt" is the input
 
 
 def test_v3_validation_is_native(pair):

@@ -17,10 +17,11 @@ from typing import Any
 
 from comfy_airlock import pack_values
 from comfy_airlock.host.pack import IsolatedPack
-from comfy_airlock.node_surface import NODE_ATTRS, model_kind, python_module
+from comfy_airlock.node_surface import NODE_ATTRS, model_kind, python_module, register_comfy_codecs
 
 log = logging.getLogger("comfy_airlock")
 pack_values.install_host()
+register_comfy_codecs()
 
 # Declared types whose values are model objects living in one process.
 MODEL_TYPES = {"MODEL", "CLIP", "VAE", "CONTROL_NET", "CLIP_VISION", "STYLE_MODEL", "GLIGEN"}

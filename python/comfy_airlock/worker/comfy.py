@@ -25,7 +25,12 @@ import types
 from typing import Any
 
 from comfy_airlock import pack_values
-from comfy_airlock.node_surface import FOLDER_ROOTS, folder_to_scan, python_module
+from comfy_airlock.node_surface import (
+    FOLDER_ROOTS,
+    folder_to_scan,
+    python_module,
+    register_comfy_codecs,
+)
 from comfy_airlock.worker import describe, interrupts, models, server_shim, startup
 from comfy_airlock.worker import routes as _routes
 from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly
@@ -88,7 +93,7 @@ def _setup() -> None:
         _mirror_args(_CONFIG.get("args", {}))
         _mirror_folder_paths(_CONFIG.get("folder_paths"))
     server_shim.install()
-    _register_comfy_codecs()
+    register_comfy_codecs()
     pack_values.install_worker()
 
 
@@ -138,21 +143,6 @@ def _progress_hook(value: Any, total: Any, preview: Any = None, node_id: Any = N
     _emit_quietly("progress", (value, total, preview))
 
 
-def _register_comfy_codecs() -> None:
-    try:
-        from comfy_execution.graph_utils import ExecutionBlocker
-    except Exception:
-        return
-    from comfy_airlock.values import register_codec
-
-    register_codec(
-        "comfy.ExecutionBlocker",
-        ExecutionBlocker,
-        lambda b: b.message,
-        ExecutionBlocker,
-    )
-
-
 # --- the pack -------------------------------------------------------------------------------
 
 
@@ -188,6 +178,22 @@ def _load_pack() -> None:
     if "comfy.utils" in sys.modules:
         sys.modules["comfy.utils"].set_progress_bar_global_hook(_progress_hook)
     _collect(module)
+    _into_comfy_mappings()
+
+
+def _into_comfy_mappings() -> None:
+    """The pack's nodes in ``nodes.NODE_CLASS_MAPPINGS``, as ComfyUI adds them after importing
+    a pack (never over one of its own nodes): a node that looks up another of its pack's
+    classes there at run time finds it. Other packs' nodes are not there (they live elsewhere)."""
+    comfy_nodes = sys.modules.get("nodes")
+    mappings = getattr(comfy_nodes, "NODE_CLASS_MAPPINGS", None)
+    if not isinstance(mappings, dict):
+        return
+    for node_id, cls in _NODES.items():
+        mappings.setdefault(node_id, cls)
+    display = getattr(comfy_nodes, "NODE_DISPLAY_NAME_MAPPINGS", None)
+    if isinstance(display, dict):
+        display.update(_DISPLAY)
 
 
 def _prepare(pack_dir: str) -> None:
@@ -341,12 +347,14 @@ def _await(value: Any) -> Any:
     return _run_async(value) if inspect.isawaitable(value) else value
 
 
-def _hidden_v3(kwargs: dict[str, Any]) -> dict[Any, Any]:
+def _hidden_v3(kwargs: dict[str, Any], declared: Any) -> dict[Any, Any]:
+    """The hidden values the host sent, by the names the node declares hidden: an ordinary
+    input may bear a hidden one's name (an input called ``prompt``)."""
     from comfy_api.latest import io
 
     hidden = {}
     for h in io.Hidden:
-        if h.name in kwargs:
+        if h.name in kwargs and h.name in (declared or {}):
             hidden[h] = kwargs.pop(h.name)
     return hidden
 
@@ -355,8 +363,9 @@ def _run_v3(node_id: str, method: str, kwargs: dict[str, Any]) -> Any:
     from comfy_api.latest import _io
 
     cls = _NODES[node_id]
-    hidden = _hidden_v3(kwargs)
-    _, _, v3_data = _io.get_finalized_class_inputs(cls.INPUT_TYPES(), kwargs)
+    input_types = cls.INPUT_TYPES()
+    hidden = _hidden_v3(kwargs, input_types.get("hidden"))
+    _, _, v3_data = _io.get_finalized_class_inputs(input_types, kwargs)
     v3_data["hidden_inputs"] = hidden
     clone = cls.PREPARE_CLASS_CLONE(v3_data)
     if method == "execute":

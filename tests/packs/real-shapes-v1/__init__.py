@@ -14,6 +14,7 @@ import folder_paths
 import nodes
 import torch
 from comfy_api.latest import io
+from comfy_execution.graph_utils import ExecutionBlocker
 from comfy_extras.nodes_latent import LatentAdd  # circular natively unless nodes loaded first
 
 import __main__
@@ -129,6 +130,8 @@ class ShapesProgram:
             "merge_base": MergeBase.__name__,
             "llm_dirs": [os.path.basename(d) for d in LLM_DIRS],
             "python_module": type(self).RELATIVE_PYTHON_MODULE,
+            # At run time ComfyUI's mappings hold the pack's own nodes too.
+            "own_node_in_comfy": nodes.NODE_CLASS_MAPPINGS.get("ShapesNoise") is ShapesNoise,
         }
         return {"ui": {"text": [json.dumps(facts, sort_keys=True)]}}
 
@@ -170,6 +173,21 @@ class ShapesBroken:
         raise RuntimeError("needs a model list that is not there")
 
 
+class ShapesGate:
+    """A switch: a closed gate blocks its branch with ComfyUI's ExecutionBlocker."""
+
+    CATEGORY = "airlock shapes"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "gate"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"text": ("STRING", {"default": "through"}), "open": ("BOOLEAN", {})}}
+
+    def gate(self, text, open):
+        return (text if open else ExecutionBlocker(None),)
+
+
 class ShapesV3Range(io.ComfyNode):
     """A V3 node in a V1 pack's NODE_CLASS_MAPPINGS (a logic pack's way): ComfyUI describes it
     by its schema and runs its classmethod ``execute``, whose ``io.NodeOutput`` it unpacks."""
@@ -202,6 +220,7 @@ NODE_CLASS_MAPPINGS = {
     "ShapesMergeBlocks": ShapesMergeBlocks,
     "ShapesBroken": ShapesBroken,
     "ShapesV3Range": ShapesV3Range,
+    "ShapesGate": ShapesGate,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
     "ShapesSampler": "Shapes Sampler (comfy.samplers at import)",

@@ -89,6 +89,7 @@ def test_v1_object_info_is_native(pair):
         "ShapesMergeBlocks",
         "ShapesV3Range",
         "ShapesGate",
+        "ShapesAnySwitch",
     }
     assert native["ShapesLLMLoader"]["input"]["required"]["model"] == [["tiny.gguf"]]
     assert "euler" in native["ShapesSampler"]["input"]["required"]["sampler_name"][0]
@@ -154,6 +155,33 @@ def test_v1_outputs_are_native(pair):
         "own_node_in_comfy": True,
     }
     assert native["4"]["text"][1] == "(1, 24, 24, 3)"
+
+
+def test_any_types_and_flexible_inputs_are_native(pair):
+    # rgthree-style flexible inputs: links and widget values the node never listed reach it;
+    # an "any" type with a name of its own takes an INT link.
+    prompt = {
+        "n": {"class_type": "ShapesNoise", "inputs": {"seed": 2, "size": 8}},
+        "r": {"class_type": "ShapesV3Range", "inputs": {"start": 1, "stop": 5}},
+        "s": {
+            "class_type": "ShapesAnySwitch",
+            "inputs": {
+                "select": 2,
+                "label": ["r", 1],
+                "any_01": ["n", 0],
+                "any_02": ["r", 1],
+                "lora_1": {"on": True, "strength": 0.5},
+            },
+        },
+        "p": {"class_type": "PreviewAny", "inputs": {"source": ["s", 0]}},
+        "q": {"class_type": "PreviewAny", "inputs": {"source": ["s", 1]}},
+    }
+    native, _ = assert_same_outputs(pair, prompt)
+    assert native["p"]["text"] == ["2"]
+    assert json.loads(native["q"]["text"][0]) == [
+        2,
+        {"any_01": [1, 8, 8, 3], "any_02": 2, "lora_1": {"on": True, "strength": 0.5}},
+    ]
 
 
 def test_bool_is_changed_reruns_as_natively(pair):

@@ -15,7 +15,7 @@ import sys
 import uuid
 from typing import Any
 
-from comfy_airlock import pack_values
+from comfy_airlock import pack_values, type_shapes
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.node_surface import NODE_ATTRS, model_kind, python_module, register_comfy_codecs
 
@@ -94,6 +94,11 @@ def _to_torch(value: Any) -> Any:
     return value
 
 
+def _tensor_type(declared: Any) -> bool:
+    # A marker of a pack's "any" type is a dict here: not a tensor type.
+    return isinstance(declared, str) and str.__str__(declared) in TENSOR_TYPES
+
+
 def _fix_outputs(meta: dict[str, Any], out: Any) -> Any:
     types_ = list(meta.get("RETURN_TYPES") or ())
 
@@ -101,7 +106,7 @@ def _fix_outputs(meta: dict[str, Any], out: Any) -> Any:
         if not isinstance(result, (tuple, list)):
             return result
         return tuple(
-            _to_torch(v) if i < len(types_) and types_[i] in TENSOR_TYPES else v
+            _to_torch(v) if i < len(types_) and _tensor_type(types_[i]) else v
             for i, v in enumerate(result)
         )
 
@@ -134,7 +139,8 @@ def build_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
 
 
 def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
-    input_types = meta["INPUT_TYPES"]
+    # "Any" types and flexible inputs as the pack's classes behave (type_shapes.py).
+    input_types = type_shapes.from_marker(meta["INPUT_TYPES"])
     hidden = dict(input_types.get("hidden") or {})
     function = meta.get("FUNCTION") or "execute"
     methods = meta.get("methods") or {}
@@ -165,7 +171,7 @@ def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
     attrs.update(meta.get("constants") or {})
     for attr in NODE_ATTRS:
         if attr in meta:
-            attrs[attr] = meta[attr]
+            attrs[attr] = type_shapes.from_marker(meta[attr])
     attrs.setdefault("RETURN_TYPES", ())
     for attr in ("RETURN_TYPES", "RETURN_NAMES", "OUTPUT_IS_LIST", "OUTPUT_TOOLTIPS"):
         if isinstance(attrs.get(attr), list):
@@ -203,11 +209,13 @@ def class_name(node_id: str) -> str:
 
 
 def _warn_models(pack: IsolatedPack, node_id: str, meta: dict[str, Any], cls: type) -> None:
-    declared = {t for t in getattr(cls, "RETURN_TYPES", ()) or () if isinstance(t, str)}
+    # str.__str__: a pack's "any" type may be unhashable (type_shapes.py).
+    returns = getattr(cls, "RETURN_TYPES", ()) or ()
+    declared = {str.__str__(t) for t in returns if isinstance(t, str)}
     for section in ("required", "optional"):
-        for spec_ in (meta["INPUT_TYPES"].get(section) or {}).values():
+        for spec_ in dict(meta["INPUT_TYPES"].get(section) or {}).values():
             if isinstance(spec_, (list, tuple)) and spec_ and isinstance(spec_[0], str):
-                declared.add(spec_[0])
+                declared.add(str.__str__(spec_[0]))
     crossing = sorted(declared & MODEL_TYPES)
     if crossing:
         log.debug(

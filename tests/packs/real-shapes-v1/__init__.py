@@ -173,6 +173,55 @@ class ShapesBroken:
         raise RuntimeError("needs a model list that is not there")
 
 
+class AnyType(str):
+    """Matches any type in ComfyUI's validation (``not a != b``), whatever its name."""
+
+    def __ne__(self, other):
+        return False
+
+
+class FlexibleOptional(dict):
+    """Contains every key: ComfyUI passes the node any input the frontend added."""
+
+    def __init__(self, kind, data=None):
+        self.kind = kind
+        self.data = data or {}
+        for k, v in self.data.items():
+            self[k] = v
+
+    def __getitem__(self, key):
+        return self.data.get(key, (self.kind,))
+
+    def __contains__(self, key):
+        return True
+
+
+ANY = AnyType("*")
+
+
+class ShapesAnySwitch:
+    """A switch over a dynamic number of inputs ("any_01", "any_02", ... and widget values the
+    frontend adds), and an input of an "any" type with a name of its own."""
+
+    CATEGORY = "airlock shapes"
+    RETURN_TYPES = (ANY, "STRING")
+    FUNCTION = "switch"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "select": ("INT", {"default": 1, "min": 1, "max": 9}),
+                "label": (AnyType("Connect anything"),),
+            },
+            "optional": FlexibleOptional(ANY, {"any_01": (ANY,)}),
+        }
+
+    def switch(self, select, label, **kwargs):
+        seen = {k: v if not hasattr(v, "shape") else list(v.shape) for k, v in kwargs.items()}
+        return (kwargs.get(f"any_{select:02d}"), json.dumps([label, seen], sort_keys=True))
+
+
 class ShapesGate:
     """A switch: a closed gate blocks its branch with ComfyUI's ExecutionBlocker."""
 
@@ -221,6 +270,7 @@ NODE_CLASS_MAPPINGS = {
     "ShapesBroken": ShapesBroken,
     "ShapesV3Range": ShapesV3Range,
     "ShapesGate": ShapesGate,
+    "ShapesAnySwitch": ShapesAnySwitch,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
     "ShapesSampler": "Shapes Sampler (comfy.samplers at import)",

@@ -24,8 +24,19 @@ def pack_routes(routes: list[dict[str, str]], baseline: set[str]) -> list[str]:
         method, path = key.split(" ", 1)
         if path.startswith("/api/") and f"{method} {path[4:]}" in keys:
             continue
-        out.add(key)
+        # comfy-airlock serves an isolated pack's static directory as a catch-all route under
+        # its prefix; natively it is a static resource at the prefix: the same route.
+        out.add(key.removesuffix("/{tail}"))
     return sorted(out)
+
+
+def static_dirs(routes: list[dict[str, str]], pack_routes_: list[str]) -> dict[str, str]:
+    """Prefix -> directory of the pack's static GET routes (native side)."""
+    return {
+        r["path"]: r["directory"]
+        for r in routes
+        if r.get("directory") and f"GET {r['path']}" in pack_routes_ and r["method"] == "GET"
+    }
 
 
 # Path words of GET routes that act rather than answer (Easy-Use's GET /easyuse/reboot

@@ -144,16 +144,29 @@ def run_nodes(native: Side, isolated: Side, nodes: dict[str, Any], both: set[str
     return results
 
 
+def _static_files(prefix: str, directory: str, limit: int = 3) -> list[str]:
+    """Paths of up to ``limit`` files a static route serves (the first, by name)."""
+    root = Path(directory)
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+    return [f"{prefix.rstrip('/')}/{p.relative_to(root).as_posix()}" for p in files[:limit]]
+
+
 def compare_routes(native: Side, isolated: Side, baselines: dict[str, set[str]]) -> dict:
-    n = compare.pack_routes(native.routes(), baselines["native"])
+    native_routes = native.routes()
+    n = compare.pack_routes(native_routes, baselines["native"])
     i = compare.pack_routes(isolated.routes(), baselines["isolated"])
+    asked = [r.split(" ", 1)[1] for r in n if compare.gettable(r) and r in i]
+    for prefix, directory in compare.static_dirs(native_routes, n).items():
+        if f"GET {prefix}" in i:
+            asked.extend(_static_files(prefix, directory))
     answers = {}
-    for route in n:
-        if not compare.gettable(route) or route not in i:
-            continue
-        path = route.split(" ", 1)[1]
+    for path in asked:
         a, b = native.answer("GET", path), isolated.answer("GET", path)
-        answers[route] = {"native": a, "isolated": b, "differs": compare.answer_differs(a, b)}
+        answers[f"GET {path}"] = {
+            "native": a,
+            "isolated": b,
+            "differs": compare.answer_differs(a, b),
+        }
     return {
         "native": n,
         "isolated": i,

@@ -186,5 +186,8 @@ async def _routes(request):
     for route in request.app.router.routes():
         info = route.resource.get_info() if route.resource is not None else {}
         path = info.get("path") or info.get("formatter") or info.get("prefix") or ""
-        out.append({"method": route.method, "path": path})
+        entry = {"method": route.method, "path": path}
+        if "directory" in info:  # a static directory: the runner asks for files in it
+            entry["directory"] = str(info["directory"])
+        out.append(entry)
     return web.json_response(out)

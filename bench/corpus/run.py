@@ -48,8 +48,10 @@ PROBE_NAME = "airlock-corpus-probe"
 RESULTS = REPO / "bench" / "corpus" / "results"
 HOST_PYTHON = str(REPO / ".venv" / "bin" / "python")
 UV = str(REPO / ".venv" / "bin" / "uv")
-# Both sides: no model download (none is reachable here anyway; this fails fast).
-COMMON_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+# Both sides: no model download (none is reachable here anyway; this fails fast); one hash
+# seed, so that a set's order is the same in every process (VideoHelperSuite lists file
+# extensions from a set: natively that order changes from one start to the next).
+COMMON_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONHASHSEED": "0"}
 
 
 def _copy(src: Path, dst: Path) -> None:

@@ -180,6 +180,11 @@ def test_error_reaches_comfyui_with_the_worker_traceback(server):
     assert err["exception_type"] == "KeyError"
     assert err["exception_message"].startswith("'style'\n\n[comfy-airlock] 'E2EFail' raised")
     assert "\n  File " in err["exception_message"] and "_fail_deep" in err["exception_message"]
+    # A node that raises ComfyUI's interrupt stops its prompt as interrupted, as natively.
+    missing["2"]["inputs"]["reason"] = "stop"
+    stopped = server.run(missing, timeout=300, check=False)
+    kinds = [m[0] for m in stopped["status"]["messages"]]
+    assert "execution_interrupted" in kinds and "execution_error" not in kinds, stopped
     # ComfyUI and the worker carry on.
     ok = server.run(
         {

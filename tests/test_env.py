@@ -18,6 +18,7 @@ from conftest import ROOT, missing
 
 import comfy_airlock
 from comfy_airlock import env as airlock_env
+from comfy_airlock import settings
 
 
 def _uv() -> str | None:
@@ -97,12 +98,12 @@ def test_config_errors_name_pack_file_key_and_line(tmp_path: Path):
     assert "airlock.toml:2: unknown key `dependecies`" in msg
     assert ei.value.pack == "typo"
 
+    # What comfy-env itself refuses is refused by name (conda and [cuda] are read: ADR 0024).
+    pixi = write_pack(tmp_path, "pixi", {"comfy-env.toml": '[environments]\ngpu = ["x"]\n'})
+    with pytest.raises(comfy_airlock.ConfigError, match=r"\[environments\] is not supported"):
+        airlock_env.pack_config(pixi)
     conda = write_pack(tmp_path, "conda", {"comfy-env.toml": '[dependencies]\nmesalib = "*"\n'})
-    with pytest.raises(comfy_airlock.ConfigError, match="conda dependencies are not supported yet"):
-        airlock_env.pack_config(conda)
-    cuda = write_pack(tmp_path, "cuda", {"nodes/comfy-env.toml": '[cuda]\npackages = ["x"]\n'})
-    with pytest.raises(comfy_airlock.ConfigError, match=r"\[cuda\] is not supported yet"):
-        airlock_env.pack_config(cuda)
+    assert airlock_env.pack_config(conda)["conda"] == ["mesalib *"]
 
 
 def test_discover_packs_keeps_going_past_a_broken_pack(tmp_path: Path, monkeypatch):
@@ -118,7 +119,8 @@ def test_discover_packs_keeps_going_past_a_broken_pack(tmp_path: Path, monkeypat
     )
     write_pack(base / "custom_nodes", "plain", {"airlock.toml": "", "__init__.py": ""})
     write_pack(base / "custom_nodes", "ordinary", {"__init__.py": ""})
-    monkeypatch.setenv("AIRLOCK_PACKS_PATH", str(tmp_path / "more"))
+    # The packs_path setting (AIRLOCK_PACKS_PATH, read once per process).
+    monkeypatch.setattr(settings.get(), "packs_path", (str(tmp_path / "more"),))
 
     found = {p["name"]: p for p in airlock_env.discover_packs(base)}
     assert sorted(found) == ["broken", "extra", "good", "optin", "plain"]

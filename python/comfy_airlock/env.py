@@ -21,8 +21,8 @@ too)::
     read = ["~/.cache/huggingface"]      # extra paths; relative ones are inside the pack
     write = []
 
-Environments are built by the ``uv`` binary into ``$AIRLOCK_HOME/envs/<key>/`` (default
-``~/.local/share/comfy-airlock``), keyed by their resolved lock; see
+Environments are built by the ``uv`` binary into ``<home>/envs/<key>/`` (the ``home`` setting,
+default ``~/.local/share/comfy-airlock``), keyed by their resolved lock; see
 ``docs/adr/0004-environments.md``. Every error message starts with the pack's name.
 """
 
@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Literal, TypedDict
 
-from comfy_airlock import _native
+from comfy_airlock import _native, settings
 from comfy_airlock._native import ConfigError, EnvError, EnvMissing
 
 __all__ = [
@@ -79,6 +79,13 @@ class PackConfig(TypedDict):
     call_deadline: float | None
     sandbox: Sandbox
     pickle: list[str]
+    prestart: bool
+    # comfy-env.toml: conda match specs (None: no conda packages), channels, [cuda] packages,
+    # and what is read but not acted on (ADR 0024).
+    conda: list[str] | None
+    channels: list[str]
+    cuda_packages: list[str]
+    notices: list[str]
 
 
 class DiscoveredPack(TypedDict):
@@ -107,27 +114,35 @@ class EnvInfo(TypedDict):
     entry: str | None
     comfy: bool
     python_version: str
+    # A conda prefix (ADR 0024), and what its config says that is not acted on.
+    conda: bool
+    notices: list[str]
     call_deadline: float | None
     sandbox: Sandbox
     pickle: list[str]
+    prestart: bool
 
 
-def pack_config(pack_dir: str | os.PathLike[str]) -> PackConfig:
+def pack_config(
+    pack_dir: str | os.PathLike[str], config: str | os.PathLike[str] | None = None
+) -> PackConfig:
     """Reads the config of the pack in ``pack_dir`` (``airlock.toml`` wins over
-    ``comfy-env.toml``). Raises :class:`ConfigError` naming the pack, the file, the line and
-    the key."""
-    return _native.pack_config(os.fspath(pack_dir))  # type: ignore[return-value]
+    ``comfy-env.toml``), or its comfy-env config ``config``. Raises :class:`ConfigError`
+    naming the pack, the file, the line and the key."""
+    return _native.pack_config(  # type: ignore[return-value]
+        os.fspath(pack_dir), None if config is None else os.fspath(config)
+    )
 
 
 def discover_packs(
     base_dir: str | os.PathLike[str], extra_roots: Sequence[str | os.PathLike[str]] | None = None
 ) -> list[DiscoveredPack]:
     """The packs under ``<base_dir>/isolated_nodes/``, each of ``extra_roots`` (default:
-    ``$AIRLOCK_PACKS_PATH``, ``os.pathsep``-separated), and the packs in
+    the ``packs_path`` setting), and the packs in
     ``<base_dir>/custom_nodes/`` that have an ``airlock.toml``. A pack whose config is broken is
     listed with ``error`` set; it never hides the others."""
     if extra_roots is None:
-        extra_roots = [p for p in os.environ.get("AIRLOCK_PACKS_PATH", "").split(os.pathsep) if p]
+        extra_roots = list(settings.get().packs_path)
     roots = [os.fspath(r) for r in extra_roots]
     return _native.discover_packs(os.fspath(base_dir), roots)  # type: ignore[return-value]
 
@@ -141,6 +156,7 @@ def ensure_env(
     host_python: str | os.PathLike[str] | None = None,
     build: bool = True,
     progress: Callable[[str], None] | None = None,
+    config: str | os.PathLike[str] | None = None,
 ) -> EnvInfo:
     """Makes sure the pack in ``pack_dir`` has its environment and returns it.
 
@@ -152,8 +168,9 @@ def ensure_env(
 
     ``comfyui_dir`` (default ``$COMFYUI_DIR``) supplies ComfyUI's requirements to packs that
     import ComfyUI; ``host_python`` (default: this interpreter) is used by packs that do not
-    ask for a Python version; ``uv`` and ``home`` override ``$AIRLOCK_UV`` and
-    ``$AIRLOCK_HOME``.
+    ask for a Python version; ``uv`` and ``home`` override the core's ``uv`` and ``home``
+    settings (the user guide's table). ``config`` names one of the pack's comfy-env configs
+    (:func:`comfy_env_configs`), each its own environment.
 
     Raises :class:`ConfigError` for a bad config, :class:`EnvMissing`, or :class:`EnvError`
     (with ``pack``, ``requirement``, ``log_path`` and ``uv_message`` attributes).
@@ -170,4 +187,11 @@ def ensure_env(
         host_python=opt(host_python) or sys.executable,
         build=build,
         progress=progress,
+        config=opt(config),
     )
+
+
+def comfy_env_configs(pack_dir: str | os.PathLike[str]) -> list[str]:
+    """The ``comfy-env.toml`` files of a pack as comfy-env binds them, each one environment:
+    ``nodes/comfy-env.toml``, else each ``nodes/<sub>/comfy-env.toml`` (ADR 0025)."""
+    return _native.comfy_env_configs(os.fspath(pack_dir))  # type: ignore[no-any-return]

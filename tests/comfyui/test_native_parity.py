@@ -112,7 +112,7 @@ def test_v3_object_info_is_native(pair):
     assert repeat["deprecated"] is False and repeat["experimental"] is False
     assert repeat["output_tooltips"] == ["text, times over"]
     assert repeat["search_aliases"] is None
-    assert repeat["input"]["hidden"] == {"unique_id": ["UNIQUE_ID"]}
+    assert repeat["input"]["hidden"] == {"unique_id": ["UNIQUE_ID"], "dynprompt": ["DYNPROMPT"]}
     assert native["ShapesV3Noise"]["search_aliases"] == ["random image"]
     assert repeat["python_module"] == module_of("real-shapes-v3")
 
@@ -201,8 +201,9 @@ def test_v3_outputs_are_native(pair):
         "5": {"class_type": "PreviewAny", "inputs": {"source": ["4", 0]}},
     }
     native, _ = assert_same_outputs(pair, prompt)
-    # The lazy label was asked for, and carries the hidden unique_id of its node.
-    assert native["3"]["text"][0] == "ab+ab+ab@1"
+    # The lazy label was asked for, and carries the hidden unique_id of its node and what its
+    # DYNPROMPT says of it.
+    assert native["3"]["text"][0] == "ab+ab+ab@1:ShapesV3Repeat"
     assert native["5"]["text"] == ["a dog@4"]  # an input named "prompt" is the input
 
 

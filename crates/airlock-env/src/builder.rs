@@ -26,13 +26,16 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::comfy::{self, ComfyReason};
+use crate::conda_env::{self, CondaPlan};
 use crate::config::PackConfig;
+use crate::cuda_wheels;
 use crate::error::{BuildError, EnvError, IoOp, NotReady};
 use crate::flock::FileLock;
 use crate::home::{Home, pack_id};
 use crate::host_pins;
 use crate::inputs::{Inputs, env_key, lock_packages};
 use crate::interpreter::{Finder, Interpreter};
+use crate::plan_extras;
 use crate::policy::WorkerPolicy;
 use crate::progress::Progress;
 use crate::record::{EnvRecord, PackRecord, now, read_json, write_atomic, write_json};
@@ -82,6 +85,10 @@ pub struct EnvInfo {
     pub inputs_hash: String,
     /// The interpreter the env was created from.
     pub interpreter: Interpreter,
+    /// Whether the env is a conda prefix (its `bin/` then holds conda's programs too).
+    pub conda: bool,
+    /// What the pack's config says that is not acted on (see `PackConfig::notices`).
+    pub notices: Vec<String>,
 }
 
 /// What a pack's env must be, computed without running uv.
@@ -92,6 +99,14 @@ pub struct Plan {
     pub comfy: Option<ComfyReason>,
     pub inputs: Inputs,
     pub inputs_hash: String,
+    /// The conda part, for packs with conda packages.
+    pub conda: Option<CondaPlan>,
+    /// `[cuda] packages` to look up, and what their wheels must match (None: the host's torch
+    /// has no CUDA, so they are skipped, as comfy-env does).
+    pub cuda: Vec<String>,
+    pub cuda_target: Option<cuda_wheels::Target>,
+    /// Lines the build log and `airlock doctor` show (from the config and from planning).
+    pub notices: Vec<String>,
 }
 
 /// Whether a pack's env can be used now.
@@ -140,7 +155,27 @@ pub fn ensure_env(
     build: bool,
     progress: &dyn Progress,
 ) -> Result<EnvInfo, EnvError> {
-    let config = PackConfig::load(pack_dir)?;
+    ensure_env_at(pack_dir, None, opts, build, progress)
+}
+
+/// The config of the pack in `pack_dir`: `config_file`, one of the pack's comfy-env configs
+/// (each its own env), else the pack's own.
+pub fn load_config(pack_dir: &Path, config_file: Option<&Path>) -> Result<PackConfig, EnvError> {
+    Ok(match config_file {
+        Some(f) => PackConfig::load_comfy_env(pack_dir, f)?,
+        None => PackConfig::load(pack_dir)?,
+    })
+}
+
+/// [`ensure_env`] for the env of `config_file` (see [`load_config`]).
+pub fn ensure_env_at(
+    pack_dir: &Path,
+    config_file: Option<&Path>,
+    opts: &EnvOptions,
+    build: bool,
+    progress: &dyn Progress,
+) -> Result<EnvInfo, EnvError> {
+    let config = load_config(pack_dir, config_file)?;
     let name = config.name.clone();
     let result = ensure_config(config, opts, build, progress);
     progress.finish(&name);
@@ -174,7 +209,10 @@ fn ensure_config(
         Ok(text) => (text, false),
         Err(_) => (resolve(&plan, &uv, opts, &log)?, true),
     };
-    let key = env_key(&lock_text, &plan.inputs.interpreter);
+    let key = env_key(
+        &conda_env::keyed_lock(&resolution, &lock_text),
+        &plan.inputs.interpreter,
+    );
     let created = build_env(&plan, &uv, &lock_text, &key, opts, &log)?;
     let info = info(&plan, opts, &key, resolved || created);
     record(&plan, &info, opts)?;
@@ -183,14 +221,32 @@ fn ensure_config(
 
 /// Whether the pack in `pack_dir` has a usable env, without building anything.
 pub fn env_state(pack_dir: &Path, opts: &EnvOptions) -> Result<(Plan, EnvState), EnvError> {
-    let plan = plan(pack_dir, opts)?;
+    env_state_at(pack_dir, None, opts)
+}
+
+/// [`env_state`] for the env of `config_file` (see [`load_config`]).
+pub fn env_state_at(
+    pack_dir: &Path,
+    config_file: Option<&Path>,
+    opts: &EnvOptions,
+) -> Result<(Plan, EnvState), EnvError> {
+    let plan = plan_at(pack_dir, config_file, opts)?;
     let state = state_of(&plan, opts);
     Ok((plan, state))
 }
 
 /// Plans the env of the pack in `pack_dir` (config, ComfyUI requirements, interpreter, hash).
 pub fn plan(pack_dir: &Path, opts: &EnvOptions) -> Result<Plan, EnvError> {
-    let config = PackConfig::load(pack_dir)?;
+    plan_at(pack_dir, None, opts)
+}
+
+/// [`plan`] for the env of `config_file` (see [`load_config`]).
+pub fn plan_at(
+    pack_dir: &Path,
+    config_file: Option<&Path>,
+    opts: &EnvOptions,
+) -> Result<Plan, EnvError> {
+    let config = load_config(pack_dir, config_file)?;
     let name = config.name.clone();
     let uv = opts.uv.locate().ok();
     plan_config(config, opts, uv.as_ref(), None).map_err(|k| EnvError::build(&name, k))
@@ -221,7 +277,20 @@ fn plan_config(
         may_install: build_log.is_some(),
         log: build_log,
     };
-    let interpreter = finder.find(config.python.as_deref())?;
+    let host = opts
+        .host_python
+        .as_deref()
+        .map(host_pins::host_packages)
+        .unwrap_or_default();
+    let conda = match config.conda {
+        Some(_) => conda_env::plan(&config, &finder.find(None)?),
+        None => None,
+    };
+    let interpreter = match &conda {
+        Some(c) => c.interpreter(&finder.find(None)?),
+        None => finder.find(config.python.as_deref())?,
+    };
+    let extras = plan_extras::extras(&config, &host, &interpreter, conda.as_ref());
     let comfy_requirements = match (&comfy, &opts.comfyui_dir) {
         (None, _) => Vec::new(),
         (Some(reason), None) => return Err(BuildError::NoComfyUi(reason.clone())),
@@ -231,11 +300,6 @@ fn plan_config(
                     path: comfy::requirements_path(dir),
                     source,
                 })?;
-            let host = opts
-                .host_python
-                .as_deref()
-                .map(host_pins::host_packages)
-                .unwrap_or_default();
             let pins = host.for_python(&interpreter.version);
             host_pins::pin_to_host(&written, &config.dependencies, &pins)
         }
@@ -246,8 +310,10 @@ fn plan_config(
         pack_requirements: config.dependencies.clone(),
         comfy_requirements,
         index_url: config.index_url.clone(),
-        extra_index_urls: config.extra_index_urls.clone(),
+        extra_index_urls: extras.extra_index_urls,
         find_links: config.find_links.clone(),
+        constraints: extras.constraints,
+        extra: extras.hashed,
     };
     Ok(Plan {
         pack_id: pack_id(&config.name, &config.dir),
@@ -255,6 +321,10 @@ fn plan_config(
         config,
         comfy,
         inputs,
+        conda,
+        cuda: extras.cuda,
+        cuda_target: extras.cuda_target,
+        notices: extras.notices,
     })
 }
 
@@ -275,7 +345,11 @@ fn state_of(plan: &Plan, opts: &EnvOptions) -> EnvState {
             None => NotReady::Missing,
         });
     };
-    let key = env_key(&lock, &plan.inputs.interpreter);
+    let res = home.resolution_dir(&plan.inputs_hash);
+    let key = env_key(
+        &conda_env::keyed_lock(&res, &lock),
+        &plan.inputs.interpreter,
+    );
     let env_dir = home.env_dir(&key);
     EnvState::NotReady(match check_env(&env_dir) {
         EnvCheck::Complete => return EnvState::Ready(Box::new(info(plan, opts, &key, false))),
@@ -312,6 +386,8 @@ fn info(plan: &Plan, opts: &EnvOptions, key: &str, built: bool) -> EnvInfo {
         comfy: plan.comfy.is_some(),
         inputs_hash: plan.inputs_hash.clone(),
         interpreter: plan.inputs.interpreter.clone(),
+        conda: plan.conda.is_some(),
+        notices: plan.notices.clone(),
     }
 }
 
@@ -329,6 +405,7 @@ fn record(plan: &Plan, info: &EnvInfo, opts: &EnvOptions) -> Result<(), BuildErr
         comfyui_dir: opts.comfyui_dir.clone(),
         host_python: opts.host_python.clone(),
         comfy: info.comfy,
+        config_file: comfy_env_file(&plan.config),
         updated: 0,
     };
     if let Some(old) = read_json::<PackRecord>(&path) {
@@ -376,19 +453,21 @@ fn resolve(
         return Ok(text);
     }
     fs::create_dir_all(&dir).map_err(BuildError::io(IoOp::Create, &dir))?;
-    let req_in = dir.join("requirements.in");
-    write_atomic(&req_in, plan.inputs.requirements_in().as_bytes())
-        .map_err(BuildError::io(IoOp::Write, &req_in))?;
+    let (req_in, python, constraint_files) = plan_extras::prepare(plan, &dir, home, uv, log)?;
     let tmp = dir.join(format!("lock.{}.tmp", std::process::id()));
     let _ = fs::remove_file(&tmp);
-    let n = plan.inputs.requirements().count();
+    let n = plan.inputs.requirements().count() + plan.cuda.len();
     log.phase(&format!(
         "resolving {n} requirement{} for {} (uv pip compile)",
         if n == 1 { "" } else { "s" },
-        plan.inputs.interpreter.describe()
+        plan.conda.as_ref().map_or_else(
+            || plan.inputs.interpreter.describe(),
+            |c| format!("conda's Python {}", c.python)
+        )
     ));
     let mut args: Vec<OsString> = ["pip", "compile", "--python"].map(OsString::from).to_vec();
-    args.push(plan.inputs.interpreter.path.clone().into());
+    args.push(python.clone().into());
+    args.extend(plan_extras::constraint_args(&constraint_files));
     args.extend(
         [
             "--no-header",
@@ -412,9 +491,16 @@ fn resolve(
         "-o".into(),
         tmp.clone().into_os_string(),
     ]);
-    let out = uv.run(&args, home.root(), log)?;
+    let out = uv.run(&args, home.root(), log);
+    if plan.conda.is_some()
+        && let Some(prefix) = conda_env::scratch_prefix(&python)
+    {
+        let _ = fs::remove_dir_all(prefix);
+    }
+    let out = out?;
     if !out.success {
         let _ = fs::remove_file(&tmp);
+        let _ = fs::remove_file(dir.join(conda_env::CONDA_LOCK));
         let message = out.message();
         return Err(BuildError::Resolve {
             requirement: culprit(plan, &message),
@@ -452,6 +538,23 @@ fn build_env(
     let envs = home.envs();
     fs::create_dir_all(&envs).map_err(BuildError::io(IoOp::Create, &envs))?;
     let interp = &plan.inputs.interpreter;
+    if let Some(conda) = &plan.conda {
+        let resolution = home.resolution_dir(&plan.inputs_hash);
+        let host_cuda = host_cuda(opts);
+        let installed = conda_env::install_env(
+            conda,
+            &resolution,
+            &env_dir,
+            &home.conda_cache(),
+            host_cuda.as_deref(),
+            log,
+        );
+        if let Err(e) = installed {
+            let _ = fs::remove_dir_all(&env_dir);
+            return Err(e);
+        }
+        return finish_env(plan, uv, lock_text, key, &env_dir, home, log, true);
+    }
     log.phase(&format!("creating venv with Python {}", interp.version));
     let venv_args: Vec<OsString> = vec![
         "venv".into(),
@@ -469,6 +572,34 @@ fn build_env(
             log: log.path.clone(),
         });
     }
+    finish_env(plan, uv, lock_text, key, &env_dir, home, log, false)
+}
+
+/// The host's CUDA driver version, as far as we can tell without a driver query: the CUDA
+/// version the host's torch runs with, when an NVIDIA driver is present.
+fn host_cuda(opts: &EnvOptions) -> Option<String> {
+    if !crate::doctor::nvml_present() {
+        return None;
+    }
+    let host = host_pins::host_packages(opts.host_python.as_deref()?);
+    host.torch_cuda
+}
+
+/// Installs the lock into the env (a venv, or a conda prefix where `uv pip install` adds to
+/// what conda put there), then the lock copy, the record and the marker.
+#[allow(clippy::too_many_arguments)]
+fn finish_env(
+    plan: &Plan,
+    uv: &Uv,
+    lock_text: &str,
+    key: &str,
+    env_dir: &Path,
+    home: &Home,
+    log: &RunLog<'_>,
+    conda: bool,
+) -> Result<bool, BuildError> {
+    let env_dir = env_dir.to_path_buf();
+    let interp = &plan.inputs.interpreter;
     let lock_path = env_dir.join(ENV_LOCK);
     write_atomic(&lock_path, lock_text.as_bytes())
         .map_err(BuildError::io(IoOp::Write, &lock_path))?;
@@ -477,17 +608,40 @@ fn build_env(
         "installing {n} package{}",
         if n == 1 { "" } else { "s" }
     ));
-    let sync_args: Vec<OsString> = vec![
-        "pip".into(),
-        "sync".into(),
-        "--python".into(),
-        env_python(&env_dir).into(),
-        "--link-mode".into(),
-        "hardlink".into(),
-        "--allow-empty-requirements".into(),
-        lock_path.into(),
-    ];
-    let out = uv.run(&sync_args, home.root(), log)?;
+    let sync_args: Vec<OsString> = if conda {
+        // `sync` would remove the Python packages conda installed; the lock is complete.
+        vec![
+            "pip".into(),
+            "install".into(),
+            "--python".into(),
+            env_python(&env_dir).into(),
+            "--link-mode".into(),
+            "hardlink".into(),
+            "--no-deps".into(),
+            "-r".into(),
+            lock_path.into(),
+        ]
+    } else {
+        vec![
+            "pip".into(),
+            "sync".into(),
+            "--python".into(),
+            env_python(&env_dir).into(),
+            "--link-mode".into(),
+            "hardlink".into(),
+            "--allow-empty-requirements".into(),
+            lock_path.into(),
+        ]
+    };
+    let out = if conda && n == 0 {
+        crate::uv::UvOutput {
+            success: true,
+            stdout: String::new(),
+            stderr: Vec::new(),
+        }
+    } else {
+        uv.run(&sync_args, home.root(), log)?
+    };
     if !out.success {
         let _ = fs::remove_dir_all(&env_dir);
         let message = out.message();
@@ -512,4 +666,9 @@ fn build_env(
     write_atomic(&marker, key.as_bytes()).map_err(BuildError::io(IoOp::Write, &marker))?;
     log.phase(&format!("ready: {}", env_dir.display()));
     Ok(true)
+}
+
+/// The config file a record names, for a comfy-env pack (whose envs are one per file).
+fn comfy_env_file(config: &PackConfig) -> Option<PathBuf> {
+    (config.format == crate::config::ConfigFormat::ComfyEnv).then(|| config.file.clone())
 }

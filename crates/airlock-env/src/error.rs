@@ -57,27 +57,6 @@ pub enum ConfigError {
         value: String,
         why: &'static str,
     },
-    #[error(
-        "{pack}: {}:{line}: conda dependencies are not supported yet ([{section}]); list PyPI \
-         packages under [pypi-dependencies], or write an airlock.toml",
-        file.display()
-    )]
-    Conda {
-        pack: String,
-        file: PathBuf,
-        line: usize,
-        section: String,
-    },
-    #[error(
-        "{pack}: {}:{line}: [cuda] is not supported yet; list the wheels under `dependencies` \
-         in an airlock.toml, with `find-links` (or `extra-index-urls`) pointing at them",
-        file.display()
-    )]
-    Cuda {
-        pack: String,
-        file: PathBuf,
-        line: usize,
-    },
     #[error("{pack}: {}:{line}: [{section}] is not supported: {hint}", file.display())]
     Unsupported {
         pack: String,
@@ -98,8 +77,6 @@ impl ConfigError {
             | ConfigError::UnknownKey { pack, .. }
             | ConfigError::WrongType { pack, .. }
             | ConfigError::InvalidValue { pack, .. }
-            | ConfigError::Conda { pack, .. }
-            | ConfigError::Cuda { pack, .. }
             | ConfigError::Unsupported { pack, .. } => pack,
         }
     }
@@ -144,7 +121,8 @@ impl EnvError {
                 kind:
                     BuildError::Resolve { log, .. }
                     | BuildError::Venv { log, .. }
-                    | BuildError::Install { log, .. },
+                    | BuildError::Install { log, .. }
+                    | BuildError::Conda { log, .. },
                 ..
             } => Some(log),
             _ => None,
@@ -333,6 +311,29 @@ pub enum BuildError {
     },
     #[error("no place for environments: neither AIRLOCK_HOME, XDG_DATA_HOME nor HOME is set")]
     NoHome,
+    /// Solving or installing its conda packages failed (the message names the channel, the
+    /// package or the prefix).
+    #[error("{source}\nfull log: {}", log.display())]
+    Conda {
+        source: Box<airlock_conda::CondaError>,
+        log: PathBuf,
+    },
+    #[error(
+        "[cuda] {package}: no prebuilt wheel of {package} for {wanted} at {index} (looked for \
+         a wheel whose name carries those tags); set AIRLOCK_CUDA_WHEELS to an index that has \
+         one, or AIRLOCK_CUDA_VERSION to the CUDA version to match"
+    )]
+    CudaWheel {
+        package: String,
+        wanted: String,
+        index: String,
+    },
+    #[error("[cuda] {package}: the wheel index {index} cannot be reached: {cause}")]
+    CudaIndex {
+        package: String,
+        index: String,
+        cause: String,
+    },
 }
 
 impl BuildError {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use airlock_env::{
     DiscoveredPack, EnvOptions, GcPlan, Home, Lines, NodesState, PackReport, Progress, ReportState,
-    Spinner, UvLocator, discover_packs, ensure_env, nvml_present, plan_gc, report_pack,
+    Spinner, UvLocator, discover_packs, ensure_env_at, nvml_present, plan_gc, report_pack,
     stderr_is_terminal,
 };
 use clap::{Args, Parser, Subcommand};
@@ -175,7 +175,8 @@ fn build(
     let found = base.as_deref().map(discover).unwrap_or_default();
     let mut failed: Vec<String> = Vec::new();
     // (name, folder, config error) of each pack to build.
-    let mut todo: Vec<(String, PathBuf, Option<String>)> = Vec::new();
+    type Todo = (String, PathBuf, Option<String>, Option<PathBuf>);
+    let mut todo: Vec<Todo> = Vec::new();
     if names.is_empty() {
         let Some(base) = &base else {
             eprintln!("{NO_BASE}");
@@ -193,6 +194,7 @@ fn build(
                 p.name.clone(),
                 p.dir.clone(),
                 p.config.as_ref().err().map(|e| e.to_string()),
+                comfy_env_file(p),
             ));
         }
     } else {
@@ -201,12 +203,12 @@ fn build(
                 .iter()
                 .find(|p| &p.name == n || p.dir.file_name().is_some_and(|f| f == n.as_str()));
             match by_name {
-                Some(p) => todo.push((p.name.clone(), p.dir.clone(), None)),
+                Some(p) => todo.push((p.name.clone(), p.dir.clone(), None, comfy_env_file(p))),
                 None if Path::new(n).is_dir() => {
                     let dir = Path::new(n)
                         .canonicalize()
                         .unwrap_or_else(|_| PathBuf::from(n));
-                    todo.push((n.clone(), dir, None));
+                    todo.push((n.clone(), dir, None, None));
                 }
                 None => {
                     let known: Vec<&str> = found.iter().map(|p| p.name.as_str()).collect();
@@ -232,7 +234,7 @@ fn build(
         Box::new(Lines(|line: &str| eprintln!("{line}")))
     };
     let (mut built, mut current) = (0, 0);
-    for (name, dir, config_error) in todo {
+    for (name, dir, config_error, config_file) in todo {
         if interrupted() {
             eprintln!("airlock: interrupted");
             return 130;
@@ -242,7 +244,7 @@ fn build(
             failed.push(name);
             continue;
         }
-        match ensure_env(&dir, opts, true, progress.as_ref()) {
+        match ensure_env_at(&dir, config_file.as_deref(), opts, true, progress.as_ref()) {
             Ok(info) => {
                 let how = if info.built {
                     built += 1;
@@ -363,6 +365,15 @@ fn doctor(opts: &EnvOptions, place: &Place, json: bool, runtime: Option<&Path>) 
     1
 }
 
+/// The comfy-env config of a discovered env (a pack may have one env per file).
+fn comfy_env_file(p: &airlock_env::DiscoveredPack) -> Option<PathBuf> {
+    p.config
+        .as_ref()
+        .ok()
+        .filter(|c| c.format == airlock_env::ConfigFormat::ComfyEnv)
+        .map(|c| c.file.clone())
+}
+
 fn print_report(r: &PackReport) {
     let mark = if r.ready { "ok" } else { "NOT READY" };
     println!("\n{} [{}] {}", r.name, mark, r.dir.display());
@@ -422,6 +433,9 @@ fn print_report(r: &PackReport) {
     }
     if let Some(log) = &r.log {
         println!("  build log  {}", log.display());
+    }
+    for n in &r.notices {
+        println!("  note       {n}");
     }
     for p in &r.problems {
         for (i, line) in p.lines().enumerate() {

@@ -16,9 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import env as _env
-from comfy_airlock.host import comfy_state, on_prompt, routes, scan_cache
-from comfy_airlock.host.pack import IsolatedPack
-from comfy_airlock.host.proxy import build_proxy
+from comfy_airlock import settings
+from comfy_airlock.compat import root_config
+from comfy_airlock.host import (
+    comfy_state,
+    on_prompt,
+    prestart,
+    routes,
+    scan_cache,
+    web_dirs,
+)
+from comfy_airlock.host.memory.ledger import LEDGER, ledger_rows
+from comfy_airlock.host.memory.ram import RAM
+from comfy_airlock.host.pack import EXITING, IsolatedPack
+from comfy_airlock.host.proxies import build_proxy
 
 log = logging.getLogger("comfy_airlock")
 
@@ -30,17 +41,13 @@ _LOCK = threading.Lock()
 
 
 def airlock_home() -> Path:
-    """Where environments, logs and the scan cache live (``AIRLOCK_HOME``, else the XDG data
-    directory); the same rule as the env builder's."""
-    home = os.environ.get("AIRLOCK_HOME")
+    """Where environments, logs and the scan cache live (the ``home`` setting, else the XDG
+    data directory); the same rule as the env builder's."""
+    home = settings.get().home
     if home:
         return Path(home)
     data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local/share")
     return Path(data, "comfy-airlock")
-
-
-def _auto_build() -> bool:
-    return os.environ.get("AIRLOCK_AUTO_BUILD", "1").strip().lower() not in ("0", "false", "no")
 
 
 def _fail(name: str, dir_: str, reason: str, cause: str, **extra: Any) -> Mappings:
@@ -63,14 +70,15 @@ def _scan_failed(name: str, dir_: str, failure: dict[str, Any], cached: str | No
     if cached:
         reason += (
             f"\n(cached failure from an earlier start, {cached}: the pack is imported again "
-            "once it or its environment changes, or with AIRLOCK_RESCAN=1)"
+            f"once it or its environment changes, or with {settings.ENV['rescan']}=1)"
         )
     return _fail(name, dir_, reason, "import", traceback=failure.get("traceback"))
 
 
-def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
-    """Sets up one pack: its environment (built when missing, unless ``AIRLOCK_AUTO_BUILD=0``),
-    its node metadata (from the scan cache, else a scan in its worker), and its proxies."""
+def load_pack(pack_dir: str, name: str | None = None, config: str | None = None) -> Mappings:
+    """Sets up one pack: its environment (built when missing, unless ``auto_build`` is off),
+    its node metadata (from the scan cache, else a scan in its worker), and its proxies.
+    ``config``: one of a comfy-env pack's configs, each its own env (``<pack>/<sub>``)."""
     pack_dir = os.path.abspath(pack_dir)
     name = name or os.path.basename(pack_dir.rstrip("/"))
     comfyui = comfy_state.comfyui_dir()
@@ -79,11 +87,14 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
             pack_dir,
             comfyui_dir=comfyui,
             host_python=sys.executable,
-            build=_auto_build(),
+            build=settings.get().auto_build,
             progress=lambda line: log.info("[comfy-airlock] %s", line),
+            config=config,
         )
     except Exception as e:
         return _fail(name, pack_dir, str(e), _env_cause(e))
+    for notice in info.get("notices") or ():
+        log.warning("[comfy-airlock] pack %r: %s", name, notice)
     pack = IsolatedPack.from_env(name, pack_dir, info)
     try:
         # A sandbox this kernel cannot enforce is the pack's setup problem, said now.
@@ -113,9 +124,12 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
         _FAILED.pop(name, None)
     routes.remember(pack, meta.get("routes") or [])
     on_prompt.install(pack, set(mappings), int(meta.get("on_prompt") or 0))
+    web_dirs.remember(name, pack_dir, meta.get("web_directory"))
+    prestart.remember(pack, mappings)
     if old is not None:
         old.close()
     log.info("[comfy-airlock] pack %r: %d node(s) isolated in %s", name, len(mappings), pack.python)
+    prestart.start_with_comfyui([pack])
     return mappings, display
 
 
@@ -151,14 +165,13 @@ def _read_nodes(pack: IsolatedPack, comfyui: str | None) -> dict[str, Any] | Non
 
 
 def load_isolated_packs(base_dir: str | None = None) -> Mappings:
-    """Every pack under ``<base>/isolated_nodes/`` (and ``AIRLOCK_PACKS_PATH``), set up in
+    """Every pack under ``<base>/isolated_nodes/`` (and the ``packs_path`` setting), set up in
     parallel. Packs with an ``airlock.toml`` in ``custom_nodes/`` are ComfyUI's to import: they
     register themselves with :func:`register_nodes`, or get a clear message."""
     base = base_dir or comfy_state.base_dir()
     if base is None:
         raise RuntimeError("load_isolated_packs() must run inside ComfyUI (no folder_paths)")
-    extra = [p for p in os.environ.get("AIRLOCK_PACKS_PATH", "").split(os.pathsep) if p]
-    found = _env.discover_packs(base, extra)
+    found = _env.discover_packs(base)
     todo = []
     for d in found:
         if d.get("error"):
@@ -173,12 +186,16 @@ def load_isolated_packs(base_dir: str | None = None) -> Mappings:
                     "comfy_airlock.register_nodes()",
                     "placement",
                 )
-        else:
-            todo.append(d)
+        elif d["placement"] == "managed":
+            why = root_config.prepare_managed(d)  # comfy-env packs: codecs, peers, folders
+            if why:
+                _fail(d["name"], d["dir"], why, "config")
+            else:
+                todo.append(d)
     mappings: dict[str, type] = {}
     display: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=max(1, min(4, len(todo)))) as pool:
-        for m, dn in pool.map(lambda d: load_pack(d["dir"], d["name"]), todo):
+        for m, dn in pool.map(lambda d: load_pack(d["dir"], d["name"], _config_file(d)), todo):
             for node_id in m:
                 if node_id in mappings:
                     log.error("[comfy-airlock] node %r is defined by two packs", node_id)
@@ -186,6 +203,12 @@ def load_isolated_packs(base_dir: str | None = None) -> Mappings:
             display.update(dn)
     _register_routes()
     return mappings, display
+
+
+def _config_file(d: dict[str, Any]) -> str | None:
+    """The comfy-env config a discovered env comes from (comfy-env packs have one per file)."""
+    c = d.get("config") or {}
+    return c.get("file") if c.get("format") == "comfy-env.toml" else None
 
 
 def register_nodes(path: str) -> Mappings:
@@ -196,7 +219,7 @@ def register_nodes(path: str) -> Mappings:
 
     In ComfyUI this isolates the pack (its ``entry`` module runs only in its worker); inside
     the worker it returns nothing, since the worker imports the pack's nodes itself."""
-    if os.environ.get("AIRLOCK_WORKER") == "1":
+    if settings.get().worker:
         return {}, {}
     pack_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     if os.path.isfile(os.path.join(pack_dir, "prestartup_script.py")):
@@ -219,20 +242,22 @@ def status() -> list[dict[str, Any]]:
     return [p.status() for p in packs] + failed
 
 
+def pack(name: str) -> IsolatedPack | None:
+    """The loaded pack called ``name``; None when it is not loaded (or failed)."""
+    with _LOCK:
+        return _PACKS.get(name)
+
+
 def memory_status() -> dict[str, Any]:
     """Workers with what they hold, and ComfyUI's own ledger (host models and stand-ins)."""
-    from comfy_airlock.host.bridge import BRIDGE, ledger_rows
-
     workers = status()
     for w in workers:
-        report = BRIDGE.last_report(w["pack"]) or {}
+        report = LEDGER.last_report(w["pack"]) or {}
         rows = report.get("models") or []
         w["held"] = sum(int(r["resident"]) for r in rows if r["device"] != "cpu")
         w["reserved"] = report.get("reserved")
         w["floor"] = report.get("floor")
         w["rss"] = report.get("rss")
-    from comfy_airlock.host.ram import RAM
-
     return {"workers": workers, "ledger": ledger_rows(), "ram": dict(RAM.state)}
 
 
@@ -242,6 +267,8 @@ _ROUTES_DONE = False
 def _register_routes() -> None:
     global _ROUTES_DONE
     routes.mount_pending()
+    web_dirs.mount_pending()
+    prestart.add_handler()
     server = sys.modules.get("server")
     instance = getattr(getattr(server, "PromptServer", None), "instance", None)
     if _ROUTES_DONE or instance is None:
@@ -256,6 +283,11 @@ def _register_routes() -> None:
     @instance.routes.get("/airlock/status")
     async def _status(request: Any) -> Any:
         return web.json_response(memory_status())
+
+    # What GET /extensions would list of isolated packs (web/isolated_extensions.js reads it).
+    @instance.routes.get("/airlock/extensions")
+    async def _extensions(request: Any) -> Any:
+        return web.json_response(web_dirs.listing())
 
 
 # How long an idle worker may take to exit when ComfyUI does, before it is killed.
@@ -272,6 +304,7 @@ def _close_all() -> None:
         packs = [p for p in _PACKS.values() if p.alive()]
     if not packs:
         return
+    EXITING.set()  # a node call whose worker is stopped now does not return (pack.py)
     t0 = time.monotonic()
     stoppers = [
         threading.Thread(target=_stop, args=(p,), name=f"airlock-stop-{p.name}", daemon=True)

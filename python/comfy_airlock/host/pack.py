@@ -1,5 +1,7 @@
-"""One isolated pack as the host sees it: its environment, its (lazily started) worker, the
-calls its proxies forward, and what the UI should hear while a node runs."""
+"""One isolated pack as the host sees it: its environment, its (lazily started) worker and the
+calls its proxies forward. It is the worker handle the memory bridge works through
+(``memory/shapes.py``: ``WorkerHandle``); what its worker sends during a call goes to
+``events.py``."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from comfy_airlock import sandbox
+from comfy_airlock import sandbox, settings
 from comfy_airlock._native import CallInterrupted
-from comfy_airlock.host import comfy_state, ram, server_bridge
-from comfy_airlock.host.bridge import BRIDGE, Bridge
+from comfy_airlock.host import comfy_state, events
+from comfy_airlock.host.memory import admission, heartbeat
+from comfy_airlock.host.memory.ledger import LEDGER
+from comfy_airlock.host.memory.ram import RAM
 from comfy_airlock.host.timing import Timing
 from comfy_airlock.supervisor import Worker
 from comfy_airlock.worker_env import worker_env
@@ -24,6 +28,10 @@ from comfy_airlock.worker_env import worker_env
 log = logging.getLogger("comfy_airlock")
 
 PRELOAD = "comfy_airlock.worker.comfy"
+# Imports the pack in a worker started ahead of its first node (host/prestart.py).
+WARM = "comfy_airlock.worker.comfy:warm"
+# Node methods run inside ComfyUI's context for the node (ADR 0022).
+NODE_TARGET = "comfy_airlock.worker.prompt_context:run"
 
 
 @dataclass
@@ -32,6 +40,10 @@ class PackStats:
     errors: int = 0
     busy_s: float = 0.0
     last_error: str | None = None
+    # The worker's traceback of that error, when it raised in the worker (the panel shows it).
+    last_traceback: str | None = None
+    # When the last node call began here (wall clock), before any wait for the worker.
+    last_node_at: float | None = None
 
 
 @dataclass
@@ -54,15 +66,16 @@ class IsolatedPack:
     comfyui_dir: str | None = None
     # Whether its env has ComfyUI's requirements (the worker then loads ComfyUI's nodes).
     comfy: bool = True
+    # airlock.toml `prestart`: its worker starts with ComfyUI (host/prestart.py).
+    prestart: bool = False
     stats: PackStats = field(default_factory=PackStats)
     # Calls in flight: a worker with none is idle (its models are evicted first).
     busy: int = 0
     # When the last call ended (monotonic): idle workers release their models after a while.
     idle_since: float = field(default_factory=time.monotonic)
-    # Admission holds of loads not yet done (host/admission.py), given back when the worker
+    # Admission holds of loads not yet done (memory/admission.py), given back when the worker
     # says the load is done, or when no call is in flight any more.
     holds: list[int] = field(default_factory=list)
-    bridge: Bridge = BRIDGE
     _worker: Worker | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -71,6 +84,12 @@ class IsolatedPack:
         cls, name: str, pack_dir: str, info: Mapping[str, Any], comfyui_dir: str | None = None
     ) -> IsolatedPack:
         """The pack whose environment ``env.ensure_env`` returned as ``info``."""
+        env_vars = dict(info.get("env_vars") or {})
+        if info.get("conda"):
+            # What activating a conda prefix does: its programs first on PATH (ffmpeg, ...).
+            env_vars.setdefault("CONDA_PREFIX", info["env_dir"])
+            path = env_vars.get("PATH") or os.environ.get("PATH", "")
+            env_vars["PATH"] = os.pathsep.join(p for p in (f"{info['env_dir']}/bin", path) if p)
         return cls(
             name=name,
             dir=pack_dir,
@@ -78,11 +97,12 @@ class IsolatedPack:
             env_dir=info["env_dir"],
             env_key=info["key"],
             entry=info.get("entry"),
-            env_vars=dict(info.get("env_vars") or {}),
+            env_vars=env_vars,
             call_deadline=info.get("call_deadline"),
             sandbox=dict(info.get("sandbox") or {}),
             pickle=tuple(info.get("pickle") or ()),
             comfy=bool(info.get("comfy", True)),
+            prestart=bool(info.get("prestart", False)),
             comfyui_dir=comfyui_dir,
         )
 
@@ -100,7 +120,7 @@ class IsolatedPack:
             "comfy_requirements": self.comfy,
             **comfy_state.host_identity(comfyui),
         }
-        ours = {"AIRLOCK_COMFY": json.dumps(comfy), "AIRLOCK_WORKER": "1"}
+        ours = {settings.ENV["comfy"]: json.dumps(comfy), settings.ENV["worker"]: "1"}
         # Not the host's environment (its API keys): an allow-list, the pack's [env_vars], ours.
         env = worker_env(self.env_vars, ours)
         env.pop(sandbox.ENV, None)  # only ever the rules made here
@@ -142,13 +162,56 @@ class IsolatedPack:
                 self._worker = self._spawn()
             return self._worker
 
+    def start_ahead(self) -> bool:
+        """Starts the worker and its import of the pack on a thread of its own, and returns at
+        once; False when a worker runs or is being started. The start is claimed here, so a
+        node call made after this returns waits for this worker instead of starting one."""
+        if self.alive() or not self._lock.acquire(blocking=False):
+            return False
+        threading.Thread(
+            target=self._start_ahead, name=f"airlock-start-{self.name}", daemon=True
+        ).start()
+        return True
+
+    def _start_ahead(self) -> None:
+        t0 = time.monotonic()
+        try:
+            try:
+                if self._worker is None:
+                    self._worker = self._spawn()
+            finally:
+                self._lock.release()
+            self.call(WARM)  # a worker that had died is started again by this call
+        except Exception as e:
+            log.warning(
+                "[comfy-airlock] pack %r: its worker could not be started ahead (%s: %s); "
+                "its first node starts it",
+                self.name,
+                type(e).__name__,
+                str(e).splitlines()[0] if str(e) else "",
+            )
+            return
+        log.info(
+            "[comfy-airlock] pack %r: worker started ahead of its nodes in %.1f s",
+            self.name,
+            time.monotonic() - t0,
+        )
+
+    def ask(self, target: str, *args: Any) -> Any:
+        """A question of the host's own (not a node's) to the running worker, counted in no
+        statistics; raises when none runs (none is started for it)."""
+        w = self._worker
+        if w is None or not w.alive:
+            raise RuntimeError(f"pack {self.name!r} has no running worker")
+        return w.call(target, *args)
+
     def close(self, grace: float = 5.0) -> None:
         """Stops the worker: asked to exit, killed after ``grace`` seconds (0: at once)."""
         with self._lock:
             w, self._worker = self._worker, None
         if w is not None:
             w.close(grace)
-        self.bridge.drop_pack(self.name)
+        LEDGER.drop_pack(self.name)
 
     # --- calls ---------------------------------------------------------------------------
 
@@ -157,8 +220,8 @@ class IsolatedPack:
         stopped by ComfyUI's cancel and by the pack's call deadline."""
         t0 = time.perf_counter()
         self.stats.calls += 1
-        self.bridge.sync()
-        ram.RAM.push_headroom(self)
+        heartbeat.sync()
+        RAM.push_headroom(self)
         self.busy += 1
         try:
             if not node:
@@ -170,40 +233,27 @@ class IsolatedPack:
                     interrupted=_host_interrupted(),
                     deadline=self.call_deadline,
                 )
-            mismatch = self.bridge.mismatched.get(self.name)
+            mismatch = LEDGER.mismatched.get(self.name)
             if mismatch is not None:
                 raise mismatch  # its report said so during the call: nothing it holds is booked
             return result
         except BaseException as e:
+            _park_if_exiting()
             self.stats.errors += 1
             self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            self.stats.last_traceback = getattr(e, "remote_traceback", None)
             if not self.alive():
-                self.bridge.drop_pack(self.name)
+                LEDGER.drop_pack(self.name)
             raise
         finally:
             self.busy -= 1
             self.idle_since = time.monotonic()
             if self.busy == 0 and self.holds:
-                from comfy_airlock.host import admission
-
                 admission.release(self)
             self.stats.busy_s += time.perf_counter() - t0
 
     def _on_event(self, topic: str, payload: Any) -> Any:
-        if topic in ("admit?", "oom?", "loaded"):
-            from comfy_airlock.host import admission
-
-            if topic == "loaded":
-                return admission.release(self, list((payload or {}).get("holds") or ()))
-            return admission.answer(self.bridge, self, topic, payload)
-        if topic == "telemetry":
-            w = self._worker
-            if w is not None:
-                self.bridge.reconcile(self, w.generation, payload)
-        elif topic == "server?":
-            return server_bridge.answer(payload)
-        else:
-            _on_event(topic, payload)
+        return events.route(self, topic, payload)
 
     # --- memory ----------------------------------------------------------------------------
 
@@ -238,11 +288,18 @@ class IsolatedPack:
     def scan(self) -> dict[str, Any]:
         return self.call("comfy_airlock.worker.comfy:scan")
 
-    def run(self, node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:
+    def run(
+        self,
+        node_id: str,
+        key: str,
+        method: str,
+        kwargs: dict[str, Any],
+        context: dict[str, Any] | None = None,
+    ) -> Any:
+        """Runs a node method in the worker; ``context``: host/prompt_context.py's."""
+        self.stats.last_node_at = time.time()
         try:
-            return self.call(
-                "comfy_airlock.worker.comfy:run", node_id, key, method, kwargs, node=True
-            )
+            return self.call(NODE_TARGET, node_id, key, method, kwargs, context, node=True)
         except CallInterrupted as e:
             if getattr(e, "escalation", "flag") != "flag":
                 log.warning("[comfy-airlock] pack %r, node %r: %s", self.name, node_id, e)
@@ -268,28 +325,61 @@ class IsolatedPack:
             "state": "running" if (w is not None and w.alive) else "idle",
             "pid": pid,
             "generation": w.generation if w is not None else 0,
+            # When its process started, and when the last node call began (wall clock).
+            "started_at": _started_at(pid),
+            "last_node_at": self.stats.last_node_at,
             "python": (info or {}).get("python"),
             "torch": (info or {}).get("torch"),
             "numpy": (info or {}).get("numpy"),
             "rss_mib": _rss_mib(pid),
-            # Host RAM it page-locked (its report) and its ceiling (host/ram.py).
-            "pinned": (self.bridge.last_report(self.name) or {}).get("pinned"),
-            "pin_ceiling": ram.RAM.ceiling(self.name),
+            # Host RAM it page-locked (its report) and its ceiling (memory/ram.py).
+            "pinned": (LEDGER.last_report(self.name) or {}).get("pinned"),
+            "pin_ceiling": RAM.ceiling(self.name),
             # Its worker is on another card than the host (None: the same, or not known yet).
-            "device_mismatch": _text(self.bridge.mismatched.get(self.name)),
+            "device_mismatch": _text(LEDGER.mismatched.get(self.name)),
             "calls": self.stats.calls,
             "errors": self.stats.errors,
             "busy_s": round(self.stats.busy_s, 3),
             "last_error": self.stats.last_error,
+            "last_traceback": self.stats.last_traceback,
             "env": self.env_dir,
-            "models": [r for r in self.bridge.rows() if r["pack"] == self.name],
+            "models": [r for r in LEDGER.rows() if r["pack"] == self.name],
         }
+
+
+# Set by the exit handler (host/loader.py) before it stops the workers.
+EXITING = threading.Event()
+
+
+def _park_if_exiting() -> None:
+    """ComfyUI is exiting and its exit handler stopped this call's worker. Natively the node
+    would still be running when the process ends, and nothing would follow it; returning would
+    run ComfyUI's error path and then its prompt worker's ``gc.collect()``, a second or more of
+    CPU holding the GIL, which the exit handler (and the exit) would wait for. So the call never
+    returns: its thread (ComfyUI's daemon prompt worker, or one of ours) ends with the process.
+    Non-daemon threads were joined before exit handlers run, so none is kept waiting on it."""
+    if EXITING.is_set():
+        threading.Event().wait()
 
 
 def _host_interrupted() -> Any:
     """The host's own cancel flag (set by ``POST /interrupt``), read without clearing it."""
     mm = sys.modules.get("comfy.model_management")
     return getattr(mm, "processing_interrupted", None)
+
+
+def _started_at(pid: int | None) -> float | None:
+    """When process ``pid`` started (wall clock, to the kernel's tick), from /proc."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mib(pid: int | None) -> float | None:
@@ -322,52 +412,6 @@ def _with_worker_traceback(e: BaseException, pack: str, node_id: str) -> None:
 class _AsIs(str):
     def __repr__(self) -> str:
         return str(self)
-
-
-# --- events from workers ---------------------------------------------------------------------
-
-
-def _on_event(topic: str, payload: Any) -> None:
-    """Runs on the thread that is calling the worker, i.e. inside the node's execution
-    context, so ComfyUI attributes progress to the right node."""
-    if topic == "progress":
-        value, total, preview = payload
-        utils = sys.modules.get("comfy.utils")
-        hook = getattr(utils, "PROGRESS_BAR_HOOK", None)
-        if hook is not None:
-            hook(value, total, _preview(preview))
-    elif topic == "send_sync":
-        event, data, sid = payload
-        server = _prompt_server()
-        data = server_bridge.ui_data(event, data)
-        if server is not None and data is not server_bridge.DROP:
-            server.send_sync(event, data, sid)
-    elif topic == "progress_text":
-        text, node_id, sid = payload
-        server = _prompt_server()
-        if server is not None:
-            server.send_progress_text(text, node_id, sid)
-    else:
-        log.debug("ignored worker event %r", topic)
-
-
-def _prompt_server() -> Any:
-    server = sys.modules.get("server")
-    return getattr(getattr(server, "PromptServer", None), "instance", None)
-
-
-def _preview(preview: Any) -> Any:
-    if preview is None:
-        return None
-    try:
-        import numpy as np
-        from PIL import Image
-
-        fmt, pixels, max_size = preview
-        return (fmt, Image.fromarray(np.asarray(pixels)), max_size)
-    except Exception as e:
-        log.debug("preview dropped: %s", e)
-        return None
 
 
 def _text(e: BaseException | None) -> str | None:

@@ -16,6 +16,7 @@ import uuid
 from typing import Any
 
 from comfy_airlock import pack_values, type_shapes
+from comfy_airlock.host import live_inputs, prompt_context
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.node_surface import NODE_ATTRS, model_kind, python_module, register_comfy_codecs
 
@@ -64,7 +65,12 @@ def _check_inputs(pack: str, node_id: str, kwargs: dict[str, Any]) -> None:
 
 
 def run_node(
-    pack: IsolatedPack, node_id: str, key: str, method: str, kwargs: dict[str, Any]
+    pack: IsolatedPack,
+    node_id: str,
+    key: str,
+    method: str,
+    kwargs: dict[str, Any],
+    context: dict[str, Any] | None = None,
 ) -> Any:
     """One forwarded node method: its inputs checked (a value of another pack's worker, a
     model of ComfyUI's, fail here, named), the values ComfyUI let go of released in the
@@ -74,7 +80,7 @@ def run_node(
     for token, ids in pack_values.pending_releases(pack.name).items():
         if pack.alive():
             pack.call("comfy_airlock.pack_values:release", token, ids)
-    return pack_values.claim(pack.name, pack.run(node_id, key, method, kwargs))
+    return pack_values.claim(pack.name, pack.run(node_id, key, method, kwargs, context))
 
 
 def _to_torch(value: Any) -> Any:
@@ -118,30 +124,12 @@ def _fix_outputs(meta: dict[str, Any], out: Any) -> Any:
     return fix(out)
 
 
-def _dynprompt_free(kwargs: dict[str, Any], hidden: dict[str, Any]) -> dict[str, Any]:
-    """DYNPROMPT is a live host object; the worker gets None for it."""
-    for name, kind in hidden.items():
-        if kind == "DYNPROMPT" and name in kwargs:
-            kwargs[name] = None
-    return kwargs
-
-
-def build_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
-    """A node class that ComfyUI cannot tell from the real one, except that it runs nowhere."""
-    if meta.get("kind") == "v3":
-        from comfy_airlock.host.proxy_v3 import build_v3_proxy
-
-        cls = build_v3_proxy(pack, node_id, meta)
-    else:
-        cls = _build_v1(pack, node_id, meta)
-    _warn_models(pack, node_id, meta, cls)
-    return cls
-
-
-def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
+def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
     # "Any" types and flexible inputs as the pack's classes behave (type_shapes.py).
     input_types = type_shapes.from_marker(meta["INPUT_TYPES"])
     hidden = dict(input_types.get("hidden") or {})
+    # Inputs ComfyUI fills with its live DynamicPrompt: rebuilt in the worker (ADR 0022).
+    dynprompts = [name for name, kind in hidden.items() if kind == "DYNPROMPT"]
     function = meta.get("FUNCTION") or "execute"
     methods = meta.get("methods") or {}
 
@@ -151,11 +139,12 @@ def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
         self._airlock_key = uuid.uuid4().hex
 
     def INPUT_TYPES(cls) -> dict[str, Any]:
-        return input_types
+        # The worker's own answer while it runs, as native code would give (ADR 0022).
+        return live_inputs.input_types(pack, node_id, input_types)
 
     def run(self, **kwargs: Any) -> Any:
-        kwargs = _dynprompt_free(kwargs, hidden)
-        return _fix_outputs(meta, run_node(pack, node_id, self._airlock_key, function, kwargs))
+        args = prompt_context.outbound(kwargs, dynprompts)
+        return _fix_outputs(meta, run_node(pack, node_id, self._airlock_key, function, *args))
 
     attrs: dict[str, Any] = {
         "__init__": __init__,
@@ -180,7 +169,8 @@ def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
     if methods.get("IS_CHANGED"):
 
         def IS_CHANGED(cls, **kwargs: Any) -> Any:
-            return run_node(pack, node_id, "", "IS_CHANGED", _dynprompt_free(kwargs, hidden))
+            args = prompt_context.outbound(kwargs, dynprompts)
+            return run_node(pack, node_id, "", "IS_CHANGED", *args)
 
         attrs["IS_CHANGED"] = classmethod(IS_CHANGED)
 
@@ -188,7 +178,8 @@ def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
         spec = methods["VALIDATE_INPUTS"]
 
         def VALIDATE_INPUTS(*args: Any, **kwargs: Any) -> Any:
-            return run_node(pack, node_id, "", "VALIDATE_INPUTS", kwargs)
+            args = prompt_context.outbound(kwargs, ())
+            return run_node(pack, node_id, "", "VALIDATE_INPUTS", *args)
 
         # ComfyUI passes only the inputs this signature names (and input_types if named).
         VALIDATE_INPUTS.__signature__ = _signature(spec)  # type: ignore[attr-defined]
@@ -197,7 +188,8 @@ def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
     if methods.get("check_lazy_status"):
 
         def check_lazy_status(self, **kwargs: Any) -> Any:
-            return run_node(pack, node_id, self._airlock_key, "check_lazy_status", kwargs)
+            args = prompt_context.outbound(kwargs, dynprompts)
+            return run_node(pack, node_id, self._airlock_key, "check_lazy_status", *args)
 
         attrs["check_lazy_status"] = check_lazy_status
 
@@ -206,23 +198,3 @@ def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
 
 def class_name(node_id: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in node_id)
-
-
-def _warn_models(pack: IsolatedPack, node_id: str, meta: dict[str, Any], cls: type) -> None:
-    # str.__str__: a pack's "any" type may be unhashable (type_shapes.py).
-    returns = getattr(cls, "RETURN_TYPES", ()) or ()
-    declared = {str.__str__(t) for t in returns if isinstance(t, str)}
-    for section in ("required", "optional"):
-        for spec_ in dict(meta["INPUT_TYPES"].get(section) or {}).values():
-            if isinstance(spec_, (list, tuple)) and spec_ and isinstance(spec_[0], str):
-                declared.add(str.__str__(spec_[0]))
-    crossing = sorted(declared & MODEL_TYPES)
-    if crossing:
-        log.debug(
-            "[comfy-airlock] node %r of isolated pack %r takes or returns %s: model objects "
-            "stay in the pack's worker; they pass between the pack's own nodes, never to or "
-            "from a node of ComfyUI or of another pack",
-            node_id,
-            pack.name,
-            ", ".join(crossing),
-        )

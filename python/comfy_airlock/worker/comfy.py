@@ -1,9 +1,9 @@
 """The ComfyUI side of a worker: the same ComfyUI source tree, the host's directories and flags,
 a stand-in ``server.PromptServer`` whose messages reach the host's UI, and the pack's nodes.
 
-Preloaded by the host (``AIRLOCK_PRELOAD``) before the worker connects, so it runs once per
-process and again in every new generation. Its configuration is the JSON in ``AIRLOCK_COMFY``,
-written by :mod:`comfy_airlock.host.packs`.
+Preloaded by the host (the ``preload`` setting) before the worker connects, so it runs once per
+process and again in every new generation. Its configuration is the ``comfy`` setting (JSON),
+written by :mod:`comfy_airlock.host.pack` (``IsolatedPack._spawn``).
 
 The host calls :func:`scan` once per pack version (the result is cached by content hash) and
 :func:`run` for every node method it forwards; nothing here is imported by the host.
@@ -17,14 +17,13 @@ import enum
 import importlib
 import importlib.util
 import inspect
-import json
 import logging
 import os
 import sys
 import types
 from typing import Any
 
-from comfy_airlock import pack_values
+from comfy_airlock import pack_values, settings
 from comfy_airlock.node_surface import (
     FOLDER_ROOTS,
     folder_to_scan,
@@ -35,10 +34,11 @@ from comfy_airlock.worker import describe, interrupts, models, server_shim, star
 from comfy_airlock.worker import routes as _routes
 from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly
 from comfy_airlock.worker.server_shim import encode_preview as _encode_preview
+from comfy_airlock.worker.web_directory import read as _web_directory
 
 log = logging.getLogger("comfy_airlock.worker")
 
-_CONFIG: dict[str, Any] = json.loads(os.environ.get("AIRLOCK_COMFY", "{}"))
+_CONFIG: dict[str, Any] = settings.get().comfy
 _PACK: types.ModuleType | None = None
 _PREPARED = False
 _NODES: dict[str, type] = {}
@@ -152,6 +152,9 @@ def _load_pack() -> None:
         return
     pack_dir = _CONFIG["pack_dir"]
     name = _CONFIG.get("module_name") or os.path.basename(pack_dir.rstrip("/"))
+    from comfy_airlock import compat
+
+    compat.add_to_path()  # comfy-env packs import comfy_env (ours unless one is installed)
     _prepare(pack_dir)
     init = os.path.join(pack_dir, "__init__.py")
     if os.path.isfile(init):
@@ -264,6 +267,17 @@ def _run_async(coro: Any) -> Any:
     return _LOOP.run_until_complete(coro)
 
 
+def warm() -> None:
+    """Imports the pack now (a worker started ahead of its first node: host/prestart.py)."""
+    _load_pack()
+
+
+def loaded_nodes() -> tuple[dict[str, type], set[str]]:
+    """The pack's node classes by id, and the ids of its V3 ones (the pack imported first)."""
+    _load_pack()
+    return _NODES, _V3
+
+
 # --- scan -----------------------------------------------------------------------------------
 
 
@@ -289,6 +303,7 @@ def scan() -> dict[str, Any]:
         "folders": _added_folders(),
         "routes": _routes.describe(),
         "on_prompt": len(server_shim.PromptServer.instance.on_prompt_handlers),
+        "web_directory": _web_directory(_PACK, _CONFIG.get("entry")),
     }
 
 
@@ -389,6 +404,13 @@ def _run_v3(node_id: str, method: str, kwargs: dict[str, Any]) -> Any:
         method, method
     )
     return _await(getattr(clone, name)(**kwargs))
+
+
+def serve_route(request: dict[str, Any]) -> dict[str, Any]:
+    """One HTTP request the host forwarded to the pack's routes (host/routes.py's call target):
+    the pack is imported first, as a first node call would."""
+    _load_pack()
+    return _routes.serve(request)
 
 
 def run(node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:

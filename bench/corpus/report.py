@@ -39,6 +39,9 @@ def verdict(r: dict[str, Any]) -> str:
     routes = r.get("routes") or {}
     if routes.get("only_native") or any(a["differs"] for a in routes.get("answers", {}).values()):
         return "routes differ"
+    js = r.get("js") or {}
+    if sorted(js.get("native") or []) != sorted(js.get("isolated") or []):
+        return "JS differs"
     return "identical"
 
 
@@ -51,6 +54,7 @@ def row(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "pack": r["pack"],
         "commit": ((r.get("source") or {}).get("commit") or "")[:10],
+        "airlock_commit": r.get("airlock_commit") or "",
         "isolate_rc": (r.get("isolate") or {}).get("rc"),
         "verdict": verdict(r),
         "nodes_native": nodes.get("native", 0),

@@ -284,6 +284,16 @@ def baselines(work: Path, home: str) -> dict[str, set[str]]:
     return out
 
 
+def _head() -> str:
+    """The comfy-airlock commit the pack ran against (a dirty tree is marked)."""
+    git = ["git", "-C", str(REPO)]
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--", "python", "crates"], capture_output=True, text=True
+    ).stdout
+    return head.strip()[:12] + ("+dirty" if dirty.strip() else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("packs", type=Path, help="folder of pack folders (never written to)")
@@ -295,8 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     packs = sorted(p for p in args.packs.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if args.only:
-        packs = [p for p in packs if p.name in args.only]
+    if args.only:  # in the order given
+        by_name = {p.name: p for p in packs}
+        packs = [by_name[n] for n in args.only if n in by_name]
     packs = [p for p in packs if p.name not in args.skip]
     commits = json.loads(args.commits.read_text()) if args.commits else {}
     args.results.mkdir(parents=True, exist_ok=True)
@@ -312,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         result["source"] = commits.get(pack.name)
         result["seconds"] = round(time.monotonic() - t0, 1)
         result["date"] = time.strftime("%Y-%m-%d")
+        result["airlock_commit"] = _head()
         path = args.results / f"{pack.name}.json"
         path.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
         print(f"[{pack.name}] done in {result['seconds']} s -> {path}", flush=True)

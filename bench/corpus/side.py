@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -72,8 +73,15 @@ class Side:
         return self.ui.get("/corpus-probe/routes")
 
     def extensions(self, pack: str) -> list[str]:
+        """The pack's ``.js`` files the frontend imports: ComfyUI's ``GET /extensions``, and on
+        the isolated side comfy-airlock's ``GET /airlock/extensions``, which its frontend
+        module imports in the same phase (ADR 0021)."""
         prefix = f"/extensions/{urllib.parse.quote(pack)}/"
-        return sorted(e for e in self.ui.get("/extensions") if e.startswith(prefix))
+        listed = list(self.ui.get("/extensions"))
+        status, body, _ = self.ui.request("GET", "/airlock/extensions", timeout=30)
+        if status == 200:
+            listed.extend(json.loads(body))
+        return sorted({e for e in listed if e.startswith(prefix)})
 
     def answer(self, method: str, path: str) -> dict[str, Any]:
         try:

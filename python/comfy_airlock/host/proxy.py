@@ -16,9 +16,10 @@ import uuid
 from typing import Any
 
 from comfy_airlock import pack_values, type_shapes
+from comfy_airlock.comfy_values import register_comfy_codecs
 from comfy_airlock.host import live_inputs, prompt_context
 from comfy_airlock.host.pack import IsolatedPack
-from comfy_airlock.node_surface import NODE_ATTRS, model_kind, python_module, register_comfy_codecs
+from comfy_airlock.node_surface import NODE_ATTRS, model_kind, python_module
 
 log = logging.getLogger("comfy_airlock")
 pack_values.install_host()

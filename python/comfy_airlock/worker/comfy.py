@@ -24,12 +24,8 @@ import types
 from typing import Any
 
 from comfy_airlock import pack_values, settings
-from comfy_airlock.node_surface import (
-    FOLDER_ROOTS,
-    folder_to_scan,
-    python_module,
-    register_comfy_codecs,
-)
+from comfy_airlock.comfy_values import register_comfy_codecs
+from comfy_airlock.node_surface import FOLDER_ROOTS, folder_to_scan, python_module
 from comfy_airlock.worker import describe, interrupts, models, server_shim, startup
 from comfy_airlock.worker import routes as _routes
 from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly

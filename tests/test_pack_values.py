@@ -13,7 +13,7 @@ import time
 import pytest
 
 from comfy_airlock.host.pack import IsolatedPack
-from comfy_airlock.host.proxy import build_proxy
+from comfy_airlock.host.proxies import build_proxy
 from comfy_airlock.pack_values import PackValue, PackValueError
 
 PACK = """

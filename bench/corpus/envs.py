@@ -48,7 +48,9 @@ def _python_version(python: str) -> str:
 
 def native_python(uv: str, env_python: str, host_python: str, root: Path, log: Path) -> str:
     """The native venv's interpreter for a pack whose isolated env runs ``env_python``."""
-    pins = _freeze(uv, env_python)
+    # The frontend both servers serve is the host's: a pack that lists the frontend package
+    # (cg-use-everywhere) gets the newest in its env, natively the host's satisfies it.
+    pins = [p for p in _freeze(uv, env_python) if not _name(p).startswith(UI_PACKAGES)]
     ui = [p for p in _freeze(uv, host_python) if _name(p).startswith(UI_PACKAGES)]
     version = _python_version(env_python)
     wanted = sorted(set(pins) | set(ui))

@@ -74,7 +74,40 @@ def row(r: dict[str, Any]) -> dict[str, Any]:
         "routes_same": sum(1 for a in answers.values() if not a["differs"]),
         "js_native": len(js.get("native") or []),
         "js_isolated": len(js.get("isolated") or []),
+        "routes_only_native": len(routes.get("only_native") or []),
+        "js_same": sorted(js.get("native") or []) == sorted(js.get("isolated") or []),
     }
+
+
+def totals(rows: list[dict[str, Any]]) -> str:
+    """The corpus against issue 14's target, counted from the rows."""
+    loads = [r for r in rows if r["nodes_native"]]
+    all_nodes = [r for r in loads if r["nodes_isolated"] == r["nodes_native"]]
+    same_info = [r for r in all_nodes if not r["object_info_diffs"]]
+    ran = sum(
+        r["ran_identical"] + r["ran_identical_objects"] + r["ran_differs"] + r["isolated_failed"]
+        for r in loads
+    )
+    same = sum(r["ran_identical"] + r["ran_identical_objects"] for r in loads)
+    objects = sum(r["ran_identical_objects"] for r in loads)
+    routed = [r for r in loads if r["routes_native"]]
+    routes_ok = [
+        r for r in routed if not r["routes_only_native"] and r["routes_same"] == r["routes_asked"]
+    ]
+    with_js = [r for r in loads if r["js_native"]]
+    js_ok = [r for r in with_js if r["js_same"]]
+    lines = [
+        f"- packs: {len(rows)}; load natively (at least one node): {len(loads)}",
+        f"- load isolated with all their nodes: {len(all_nodes)} of {len(loads)}",
+        f"- the same `/object_info` for all their nodes: {len(same_info)} of {len(loads)}",
+        f"- nodes that ran natively, same outputs isolated: {same} of {ran} "
+        f"({objects} of them compared by class and repr)",
+        f"- packs with routes whose routes all exist and answer as native: "
+        f"{len(routes_ok)} of {len(routed)}",
+        f"- packs with JS whose JS files are all listed for the frontend isolated: "
+        f"{len(js_ok)} of {len(with_js)}",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 COLUMNS = (
@@ -146,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.results / "corpus.json").write_text(json.dumps(rows, indent=1) + "\n")
     counts = Counter(r["verdict"] for r in rows)
     summary = ", ".join(f"{n} {v}" for v, n in counts.most_common())
-    text = f"# Corpus: {len(rows)} packs\n\n{summary}\n\n" + table(rows) + "\n"
+    text = f"# Corpus: {len(rows)} packs\n\n{summary}\n\n{totals(rows)}\n" + table(rows) + "\n"
     text += "## What differs\n\n" + "".join(details(r) for r in raw)
     (args.results / "corpus.md").write_text(text)
     print(text)

@@ -71,7 +71,21 @@ def _sigint_exit(ui: ComfyUI, limit: float) -> float | None:
     return None
 
 
-def one_start(comfyui: Path, base: Path, env: dict, nodes: dict[str, str], hang: float) -> dict:
+def _workers(ui: ComfyUI, want: int, wait: float) -> list[int]:
+    """The worker pids ComfyUI reports, once ``want`` are up (or ``wait`` seconds passed)."""
+    t0 = time.monotonic()
+    while True:
+        status, body, _ = ui.request("GET", "/airlock/workers", timeout=30)
+        rows = json.loads(body) if status == 200 else []
+        pids = [r["pid"] for r in rows if r.get("pid")]
+        if len(pids) >= want or time.monotonic() - t0 > wait:
+            return pids
+        time.sleep(0.5)
+
+
+def one_start(
+    comfyui: Path, base: Path, env: dict, nodes: dict[str, str], hang: float, want: int
+) -> dict:
     ui = ComfyUI(comfyui, base, env=env, startup_timeout=hang, websocket=False, start=False)
     out: dict[str, Any] = {}
     t0 = time.monotonic()
@@ -91,7 +105,7 @@ def one_start(comfyui: Path, base: Path, env: dict, nodes: dict[str, str], hang:
         except ComfyUIError as e:
             ran[pack] = f"error: {str(e)[:200]}"
     out["ran"] = ran
-    workers = [r["pid"] for r in ui.get("/airlock/workers") if r.get("pid")]
+    workers = _workers(ui, want, 180)
     out["workers"] = len(workers)
     out["sigint_exit_s"] = _sigint_exit(ui, 60)
     ui.stop(grace=5)
@@ -109,28 +123,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hang-after", type=float, default=600)
     parser.add_argument("--work", type=Path, default=Path("/work/corpus/runs/_starts"))
     parser.add_argument("--home", default="/work/corpus/airlock-home")
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="the floor: the packs in custom_nodes/ (host venv; packs that need only ComfyUI's "
+        "requirements), no comfy-airlock",
+    )
+    parser.add_argument(
+        "--prestart",
+        action="store_true",
+        help="prestart = true in each airlock.toml: every worker starts with ComfyUI, and "
+        "Ctrl-C comes once all are up",
+    )
     args = parser.parse_args(argv)
     comfyui = Path(os.environ.get("COMFYUI_DIR") or DEFAULT_COMFYUI_DIR)
     env = {**COMMON_ENV, "AIRLOCK_HOME": args.home}
     if args.work.exists():
         shutil.rmtree(args.work)
-    base = make_base_dir(
-        args.work, custom_nodes={"comfy-airlock": REPO / "custom_node", PROBE_NAME: PROBE}
-    )
+    ours = {} if args.native else {"comfy-airlock": REPO / "custom_node"}
+    base = make_base_dir(args.work, custom_nodes={**ours, PROBE_NAME: PROBE})
     for name in args.names:
-        dst = base / "isolated_nodes" / name
+        dst = base / ("custom_nodes" if args.native else "isolated_nodes") / name
         shutil.copytree(args.packs / name, dst, symlinks=True)
-        _write_config(dst)
+        if not args.native:
+            _write_config(dst)
+            if args.prestart:  # a top-level key: before the file's tables
+                config = dst / "airlock.toml"
+                config.write_text("prestart = true\n" + config.read_text())
     nodes = dict(n.split("=", 1) for n in args.node)
     runs = []
     for i in range(args.starts):
-        r = one_start(comfyui, base, env, nodes, args.hang_after)
+        want = 0 if args.native or not args.prestart else len(args.names)
+        r = one_start(comfyui, base, env, nodes, args.hang_after, want)
         r["i"] = i
         runs.append(r)
         print(json.dumps(r), flush=True)
     exits = [r["sigint_exit_s"] for r in runs if r.get("sigint_exit_s") is not None]
     summary = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
+        "side": "native" if args.native else "isolated",
+        "command": " ".join(sys.argv),
         "packs": args.names,
         "nodes": nodes,
         "starts": len(runs),
@@ -147,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "starts.json").write_text(json.dumps(summary, indent=1) + "\n")
+    out = RESULTS / ("starts-native.json" if args.native else "starts.json")
+    out.write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "runs"}, indent=1))
     return 0
 

@@ -54,7 +54,7 @@ def row(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "pack": r["pack"],
         "commit": ((r.get("source") or {}).get("commit") or "")[:10],
-        "airlock_commit": r.get("airlock_commit") or "",
+        "airlock_commit": r.get("airlock_commit") or "4feef20 or earlier",
         "isolate_rc": (r.get("isolate") or {}).get("rc"),
         "verdict": verdict(r),
         "nodes_native": nodes.get("native", 0),
@@ -129,6 +129,7 @@ COLUMNS = (
     ("routes_asked", "GET asked"),
     ("js_native", "JS native"),
     ("js_isolated", "JS isolated"),
+    ("airlock_commit", "airlock commit"),
 )
 
 

@@ -136,3 +136,15 @@ def _error_head(run: dict[str, Any]) -> str | None:
     # A type the host has not imported comes as RemoteError, its real name first in the text.
     text = text.strip().removeprefix("comfy_airlock.RemoteError: ")
     return text.splitlines()[0].rstrip("'\"") if text else ""
+
+
+def same_but_base(diff: str, bases: tuple[str, str]) -> bool:
+    """An ``object_info_diff`` line whose two sides are equal once each server's own base
+    directory is read as the other's (a default output path a pack computes from
+    ``folder_paths``: the two servers run in two base directories; a user's ComfyUI has one)."""
+    native_base, isolated_base = bases
+    if ": native " not in diff or ", isolated " not in diff:
+        return False
+    _, rest = diff.split(": native ", 1)
+    native, isolated = rest.rsplit(", isolated ", 1)
+    return native.replace(native_base, isolated_base) == isolated

@@ -12,9 +12,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench.corpus.compare import same_but_base
 from bench.corpus.compare import verdict as run_verdict
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# Rows from before results recorded their comfy-airlock commit (before main's pack-JS work).
+STALE = "4feef20 or earlier"
 
 
 def verdict(r: dict[str, Any]) -> str:
@@ -45,6 +48,17 @@ def verdict(r: dict[str, Any]) -> str:
     return "identical"
 
 
+def _base_diffs_dropped(r: dict[str, Any]) -> None:
+    """Results from before ``run.py`` dropped base-directory-only differences: the same rule
+    (``compare.same_but_base``), with the runner's default layout (``<work>/<pack>/native``,
+    ``.../isolated``) where the result does not record its two base directories."""
+    nodes = r.get("nodes") or {}
+    pack = r["pack"]
+    bases = nodes.get("bases") or (f"/{pack}/native", f"/{pack}/isolated")
+    diffs = nodes.get("object_info_diff") or []
+    nodes["object_info_diff"] = [d for d in diffs if not same_but_base(d, tuple(bases))]
+
+
 def row(r: dict[str, Any]) -> dict[str, Any]:
     nodes = r.get("nodes") or {}
     runs = Counter(run_verdict(v) for v in (r.get("runs") or {}).values())
@@ -54,7 +68,7 @@ def row(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "pack": r["pack"],
         "commit": ((r.get("source") or {}).get("commit") or "")[:10],
-        "airlock_commit": r.get("airlock_commit") or "4feef20 or earlier",
+        "airlock_commit": r.get("airlock_commit") or STALE,
         "isolate_rc": (r.get("isolate") or {}).get("rc"),
         "verdict": verdict(r),
         "nodes_native": nodes.get("native", 0),
@@ -176,11 +190,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     raw = [json.loads(p.read_text()) for p in sorted(args.results.glob("*.json"))]
     raw = [r for r in raw if "pack" in r]
+    for r in raw:
+        _base_diffs_dropped(r)
     rows = [row(r) for r in raw]
     (args.results / "corpus.json").write_text(json.dumps(rows, indent=1) + "\n")
     counts = Counter(r["verdict"] for r in rows)
     summary = ", ".join(f"{n} {v}" for v, n in counts.most_common())
-    text = f"# Corpus: {len(rows)} packs\n\n{summary}\n\n{totals(rows)}\n" + table(rows) + "\n"
+    fresh = [r for r in rows if r["airlock_commit"] != STALE]
+    text = f"# Corpus: {len(rows)} packs\n\n{summary}\n\nAll rows:\n\n{totals(rows)}\n"
+    text += f"Rows run on the merged branch only:\n\n{totals(fresh)}\n" + table(rows) + "\n"
     text += "## What differs\n\n" + "".join(details(r) for r in raw)
     (args.results / "corpus.md").write_text(text)
     print(text)

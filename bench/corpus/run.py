@@ -244,6 +244,7 @@ def _observe(result: dict, pack: str, native: Side, isolated: Side, baselines: d
     if not (result["native"]["started"] and result["isolated"]["started"]):
         return
     n_nodes, i_nodes = native.nodes(pack), isolated.nodes(pack)
+    bases = (str(native.ui.base_dir), str(isolated.ui.base_dir))
     from tests.comfyui.native_oracle import object_info_diff
 
     result["nodes"] = {
@@ -251,7 +252,10 @@ def _observe(result: dict, pack: str, native: Side, isolated: Side, baselines: d
         "isolated": len(i_nodes),
         "only_native": sorted(set(n_nodes) - set(i_nodes)),
         "only_isolated": sorted(set(i_nodes) - set(n_nodes)),
-        "object_info_diff": object_info_diff(n_nodes, i_nodes)[:200],
+        "bases": list(bases),
+        "object_info_diff": [
+            d for d in object_info_diff(n_nodes, i_nodes) if not compare.same_but_base(d, bases)
+        ][:200],
     }
     result["routes"] = compare_routes(native, isolated, baselines)
     result["js"] = {"native": native.extensions(pack), "isolated": isolated.extensions(pack)}

@@ -136,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         "Ctrl-C comes once all are up",
     )
     args = parser.parse_args(argv)
+    # Started in the background by a shell without job control, this process (and so each
+    # ComfyUI it starts) would inherit SIGINT ignored, and Ctrl-C would be ignored: a handled
+    # signal is reset to its default in the child.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     comfyui = Path(os.environ.get("COMFYUI_DIR") or DEFAULT_COMFYUI_DIR)
     env = {**COMMON_ENV, "AIRLOCK_HOME": args.home}
     if args.work.exists():

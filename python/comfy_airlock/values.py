@@ -265,6 +265,28 @@ def _received(lane, addr: int, nbytes: int):
 # --- encoding -------------------------------------------------------------------------------
 
 
+def by_codec(obj: Any) -> bool:
+    """Whether ``obj`` crosses through a codec or as pickle the pack allows."""
+    if type(obj) in _BY_TYPE:
+        return True
+    policy = pickling.current()
+    return policy is not None and policy.allows(type(obj))
+
+
+def crosses(obj: Any) -> bool:
+    """Whether ``obj`` itself can be sent (by :func:`encode_other`'s rules; the items of a
+    container are not looked at)."""
+    if by_codec(obj):
+        return True
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return True
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, (np.ndarray, np.generic)):
+        return True
+    return isinstance(obj, (int, float, str, bytes, list, tuple, dict)) or obj is None
+
+
 def encode_other(lane, obj):
     """Called by the core for any value that is not an exact builtin."""
     codec = _BY_TYPE.get(type(obj))
@@ -286,7 +308,8 @@ def encode_other(lane, obj):
             return ("p", obj.item())
     for base in (int, float, str, bytes):
         if isinstance(obj, base):
-            return ("p", base(obj))
+            # Its value, not its own __str__ (a str Enum's is "Cls.member").
+            return ("p", str.__str__(obj) if base is str else base(obj))
     for base in (list, tuple, dict):
         if isinstance(obj, base):
             return ("p", base(obj))

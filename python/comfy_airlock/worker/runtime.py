@@ -131,7 +131,11 @@ def _describe(exc: BaseException, tb: Any) -> tuple[str, str, str, tuple[Any, ..
     except Exception:
         message = f"<unprintable {t.__qualname__}>"
     text = "".join(traceback.format_exception(t, exc, tb))
-    return t.__module__, t.__qualname__, message, tuple(exc.args), text
+    args = tuple(exc.args)
+    if isinstance(exc, OSError) and len(args) == 2 and exc.filename is not None:
+        # The file names are not in args: OSError(errno, strerror, filename, winerror, filename2).
+        args = (*args, exc.filename, None, exc.filename2)
+    return t.__module__, t.__qualname__, message, args, text
 
 
 def serve(worker_link: Any) -> None:

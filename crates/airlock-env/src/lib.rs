@@ -24,7 +24,6 @@ mod home;
 mod host_pins;
 mod inputs;
 mod interpreter;
-mod policy;
 mod progress;
 mod pyversion;
 mod record;
@@ -34,6 +33,8 @@ mod run;
 mod scans;
 mod toml_doc;
 mod uv;
+mod uv_steps;
+mod worker_policy;
 
 pub use builder::{
     COMPLETE_MARKER, ENV_LOCK, ENV_RECORD, EnvCheck, EnvInfo, EnvOptions, EnvState, Plan,
@@ -51,9 +52,9 @@ pub use gc::{GcItem, GcKind, GcPlan, plan_gc};
 pub use home::{Home, pack_id};
 pub use inputs::{Inputs, env_key};
 pub use interpreter::{Interpreter, probe};
-pub use policy::{PICKLE_DENIED_MODULES, Sandbox, WorkerPolicy};
 pub use progress::{Lines, Progress, Silent, Spinner, stderr_is_terminal};
 pub use pyversion::PythonRequest;
 pub use record::{EnvRecord, PackRecord};
 pub use scans::{CachedScan, ScanFailure, cached_scan, scan_key, scan_path};
 pub use uv::{Uv, UvLocator};
+pub use worker_policy::{PICKLE_DENIED_MODULES, Sandbox, WorkerPolicy};

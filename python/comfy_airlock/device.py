@@ -1,5 +1,5 @@
 """Device truth: the NVML reader, host RAM, and the simulated GPU tests run on (a typed wrapper
-over the Rust crate ``airlock-device``).
+over the Rust crates ``airlock-device`` and, for the simulated GPU, ``airlock-sim``).
 
 NVML is read in-process through ``dlopen`` of ``libnvidia-ml.so.1`` (no pip package), and
 devices are resolved by UUID, on which CUDA and NVML agree (their orders differ):

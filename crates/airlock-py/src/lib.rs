@@ -13,6 +13,7 @@ mod hooks;
 mod host;
 mod lane;
 mod sandbox;
+mod sim;
 mod sink;
 mod worker;
 
@@ -48,17 +49,18 @@ mod _native {
     // The simulated GPU and the NVML reader (comfy_airlock.device wraps these).
     #[pymodule_export]
     use crate::device::{
-        DeviceMismatch, DeviceTruth, Nvml, SimGpu, host_ram, nvml_devices, nvml_memory,
-        resolve_device,
+        DeviceMismatch, DeviceTruth, Nvml, host_ram, nvml_devices, nvml_memory, resolve_device,
     };
     #[pymodule_export]
     use crate::errors::{DeviceError, SimOutOfMemory};
     #[pymodule_export]
-    const SIM_GPU_ENV: &str = airlock_device::SIM_GPU_ENV;
+    use crate::sim::SimGpu;
+    #[pymodule_export]
+    const SIM_GPU_ENV: &str = airlock_sim::SIM_GPU_ENV;
     #[pymodule_export]
     const NVML_LIBRARY_ENV: &str = airlock_device::NVML_LIBRARY_ENV;
     #[pymodule_export]
-    const SIM_SEMANTICS_ENV: &str = airlock_device::SIM_SEMANTICS_ENV;
+    const SIM_SEMANTICS_ENV: &str = airlock_sim::SIM_SEMANTICS_ENV;
 
     // The host's eviction arbiter (single-flight free-room decisions over worker models).
     #[pymodule_export]

@@ -239,69 +239,86 @@ impl Table<'_> {
                     }
                 }
             };
-            let slot = &self.slots[i];
-            let cur = slot.val.load(SeqCst);
-            if val::generation(cur) != generation {
-                continue;
+            if let Some(done) = self.apply(i, generation, pid, tag, limit, &f)? {
+                return Ok(done);
             }
-            let old = val::bytes(cur);
-            let new = match f(old) {
-                Ok(n) if n > BYTES_MAX => Err(SimError::TooLarge {
-                    bytes: n,
-                    max: BYTES_MAX,
-                }),
-                other => other,
-            };
-            let new = match new {
-                Ok(n) => n,
-                Err(e) => {
-                    if old == 0 {
-                        self.reclaim(i, pid);
-                    }
-                    return Err(e);
+        }
+    }
+
+    /// Sets the live slot `i` of `(pid, tag)`, read at `generation`, to `f(current)`; `None`
+    /// when the slot changed meanwhile (the caller looks again).
+    fn apply(
+        &self,
+        i: usize,
+        generation: u64,
+        pid: u32,
+        tag: &str,
+        limit: Option<u64>,
+        f: &impl Fn(u64) -> Result<u64, SimError>,
+    ) -> Result<Option<Updated>, SimError> {
+        let slot = &self.slots[i];
+        let cur = slot.val.load(SeqCst);
+        if val::generation(cur) != generation {
+            return Ok(None);
+        }
+        let old = val::bytes(cur);
+        let new = match f(old) {
+            Ok(n) if n > BYTES_MAX => Err(SimError::TooLarge {
+                bytes: n,
+                max: BYTES_MAX,
+            }),
+            other => other,
+        };
+        let new = match new {
+            Ok(n) => n,
+            Err(e) => {
+                if old == 0 {
+                    self.reclaim(i, pid);
                 }
-            };
-            let reserved = if new > old {
-                self.reserve(new - old, limit)
-            } else {
-                Ok(0)
-            };
-            let used_after = match reserved {
-                Ok(u) => u,
-                Err(free) => {
-                    if old == 0 {
-                        self.reclaim(i, pid);
-                    }
-                    return Err(SimError::OutOfMemory {
-                        pid,
-                        tag: tag.to_owned(),
-                        requested: new - old,
-                        free,
-                    });
+                return Err(e);
+            }
+        };
+        let reserved = if new > old {
+            self.reserve(new - old, limit)
+        } else {
+            Ok(0)
+        };
+        let used_after = match reserved {
+            Ok(u) => u,
+            Err(free) => {
+                if old == 0 {
+                    self.reclaim(i, pid);
                 }
-            };
-            match slot
-                .val
-                .compare_exchange(cur, val::make(generation, new), SeqCst, SeqCst)
-            {
-                Ok(_) => {
-                    if new < old {
-                        self.header.used.fetch_sub(old - new, SeqCst);
-                    }
-                    if new == 0 {
-                        self.reclaim(i, pid);
-                    }
-                    return Ok(Updated {
-                        old,
-                        new,
-                        used_after,
-                    });
+                return Err(SimError::OutOfMemory {
+                    pid,
+                    tag: tag.to_owned(),
+                    requested: new - old,
+                    free,
+                });
+            }
+        };
+        match slot
+            .val
+            .compare_exchange(cur, val::make(generation, new), SeqCst, SeqCst)
+        {
+            Ok(_) => {
+                if new < old {
+                    self.header.used.fetch_sub(old - new, SeqCst);
                 }
-                Err(_) => {
-                    if new > old {
-                        self.header.used.fetch_sub(new - old, SeqCst);
-                    }
+                if new == 0 {
+                    self.reclaim(i, pid);
                 }
+                Ok(Some(Updated {
+                    old,
+                    new,
+                    used_after,
+                }))
+            }
+            Err(_) => {
+                if new > old {
+                    self.header.used.fetch_sub(new - old, SeqCst);
+                }
+                Ok(None)
             }
         }
     }

@@ -3,8 +3,8 @@
 
 mod arbiter;
 mod call;
-mod call_watch;
 mod cli;
+mod commands;
 mod convert;
 mod device;
 mod env;
@@ -12,7 +12,9 @@ mod errors;
 mod hooks;
 mod host;
 mod lane;
+mod runner;
 mod sandbox;
+mod shapes;
 mod sim;
 mod sink;
 mod worker;

@@ -122,8 +122,10 @@ impl Worker {
                 self.spec.name
             ));
         }
-        let exited = py.detach(|| process.wait_exit(Duration::from_millis(100)));
-        if exited.is_some() {
+        // Gone (the kernel says so within 100 ms): a death, reported with its status once
+        // the reaper has recorded it.
+        if py.detach(|| process.exited_within(Duration::from_millis(100))) {
+            py.detach(|| process.wait_exit(Duration::from_secs(2)));
             let during = format!("a call to '{target}'");
             return errors::died(&py.detach(|| process.died(&during)));
         }
@@ -369,10 +371,11 @@ impl Worker {
             .map_err(|e| {
                 // A worker that died under the command says so, with its status.
                 let refused = p.call_lane().refusal().is_some();
-                match py.detach(|| p.wait_exit(Duration::from_millis(100))) {
-                    Some(_) if !refused => errors::died(&py.detach(|| p.died("a model command"))),
-                    _ => self.control_failed(py, &p, e),
+                if !refused && py.detach(|| p.exited_within(Duration::from_millis(100))) {
+                    py.detach(|| p.wait_exit(Duration::from_secs(2)));
+                    return errors::died(&py.detach(|| p.died("a model command")));
                 }
+                self.control_failed(py, &p, e)
             })?;
         let report = shapes::report_or_none(py, report.as_ref())?;
         Ok(match outcome {

@@ -166,6 +166,34 @@ impl WorkerProcess {
         self.exit.wait(timeout)
     }
 
+    /// Whether the worker has exited, waiting up to `timeout`. Asks the kernel (its pidfd
+    /// turns readable when the process is gone) rather than the reaper thread, which records
+    /// the exit only once it has run: on a loaded machine that can take longer than a caller
+    /// that found its lane closed should wait to tell a death from a broken lane. The status
+    /// itself comes from [`WorkerProcess::wait_exit`].
+    pub fn exited_within(&self, timeout: Duration) -> bool {
+        if self.exit_status().is_some() {
+            return true;
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ts = rustix::event::Timespec {
+                tv_sec: left.as_secs() as i64,
+                tv_nsec: left.subsec_nanos() as i64,
+            };
+            let mut fds = [rustix::event::PollFd::new(
+                self.pidfd.as_ref(),
+                rustix::event::PollFlags::IN,
+            )];
+            match rustix::event::poll(&mut fds, Some(&ts)) {
+                Ok(n) => return n > 0,
+                Err(rustix::io::Errno::INTR) if !left.is_zero() => continue,
+                Err(_) => return self.exit_status().is_some(),
+            }
+        }
+    }
+
     /// Round trip on the control lane, answered by the worker without its Python thread, so it
     /// works while a call is running.
     pub fn ping(&self, timeout: Duration) -> Result<Duration, LaneError> {

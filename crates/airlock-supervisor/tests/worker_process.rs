@@ -232,3 +232,20 @@ fn a_frozen_worker_is_declared_hung_and_a_long_quiet_call_is_not() {
     let died = w.died("a call to 'sleep'").to_string();
     assert!(died.contains("declared hung"), "{died}");
 }
+
+#[test]
+fn the_kernel_says_a_worker_is_gone_before_its_reaper_has_to() {
+    if fake::is_worker() {
+        return;
+    }
+    let w = start("echo", Arc::default()).unwrap();
+    assert!(!w.exited_within(Duration::from_millis(50)), "alive");
+    let pid = rustix::process::Pid::from_raw(w.pid()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+    assert!(w.exited_within(Duration::from_secs(10)), "killed");
+    assert_eq!(
+        w.wait_exit(Duration::from_secs(10)),
+        Some(ExitDescription::Signal(libc::SIGKILL))
+    );
+    assert!(w.exited_within(Duration::ZERO), "still gone");
+}

@@ -23,7 +23,7 @@ export COMFYUI_DIR
 # cargo invocations agree on the Python config and don't invalidate each other's builds.
 export PYO3_PYTHON := $(PY)
 
-# Tools run with the venv "active" (maturin develop installs into $VIRTUAL_ENV).
+# Tools run with the venv "active" (maturin finds zig and the interpreter through it).
 VENV_ENV := VIRTUAL_ENV="$(VENV)" PATH="$(VENV)/bin:$$PATH"
 
 .PHONY: setup build wheel lint test bench bench-quick demo run fmt clean fuzz faults lock
@@ -32,8 +32,10 @@ VENV_ENV := VIRTUAL_ENV="$(VENV)" PATH="$(VENV)/bin:$$PATH"
 setup:
 	bash scripts/bootstrap.sh
 
+# The zig-linked wheel (scripts/wheel.sh), installed editable into .venv (scripts/develop.sh):
+# one release build serves the tests and the wheel test.
 build: setup
-	$(VENV_ENV) $(MATURIN) develop --release
+	bash scripts/develop.sh
 
 # The wheel users install (dist/comfy_airlock-*-cp310-abi3-manylinux_2_28_x86_64.whl, zig-linked;
 # scripts/wheel.sh). Cached by its inputs' hash; tests/comfyui/test_wheel_install.py installs it
@@ -41,11 +43,14 @@ build: setup
 wheel: setup
 	bash scripts/wheel.sh
 
+# lint-imports checks the layers and the absence of import cycles in comfy_airlock
+# (.importlinter); it reads the sources and imports nothing, so it runs before the build.
 lint: setup
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(RUFF) check $(PY_DIRS)
 	$(RUFF) format --check $(PY_DIRS)
+	PYTHONPATH=$(CURDIR)/python $(VENV)/bin/lint-imports
 
 # Lint first (fails fast, before the release build), then build, Rust tests, Python tests.
 test: lint build

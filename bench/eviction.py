@@ -26,6 +26,8 @@ sys.path.insert(0, str(REPO / "tests" / "comfyui"))
 
 import scenario_host as sh  # noqa: E402
 
+from comfy_airlock.host.memory import heartbeat  # noqa: E402
+
 MIB = sh.MIB
 
 
@@ -45,7 +47,7 @@ def worker_evictions(reps: int) -> list[float]:
     for i in range(reps):
         sh.call(pack, "make_model", f"w{i}", 64, "cuda:0", 4)
         pid = pack.worker().pid
-        pack.bridge.sync()
+        heartbeat.sync()
         before = card.used_by(pid)
         need = card.free() + 64 * MIB  # exactly this model has to go
         t0 = time.perf_counter()
@@ -60,7 +62,8 @@ def worker_evictions(reps: int) -> list[float]:
 
 
 def host_evictions(reps: int) -> list[float]:
-    card = sh.new_card("bench-local", 4096 * MIB)
+    # Host-local models only: the product's device truth (the first card) is not read here.
+    card = sh.new_card("bench-local", 4096 * MIB, host_reads=False)
     pid = os.getpid()
     out = []
     for i in range(reps):

@@ -9,7 +9,8 @@
 #
 # Cached by a hash of its inputs (the tracked and new files of crates/, python/, custom_node/
 # and the build files): an unchanged tree prints the existing wheel at once. Built in its own
-# target folder (target/wheel) so that it never invalidates `maturin develop`'s build.
+# target folder (target/wheel), apart from cargo's debug and clippy builds. `make build`
+# installs this same wheel editable (scripts/develop.sh), so it is the only release build.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

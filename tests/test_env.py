@@ -18,6 +18,7 @@ from conftest import ROOT, missing
 
 import comfy_airlock
 from comfy_airlock import env as airlock_env
+from comfy_airlock import settings
 
 
 def _uv() -> str | None:
@@ -118,7 +119,8 @@ def test_discover_packs_keeps_going_past_a_broken_pack(tmp_path: Path, monkeypat
     )
     write_pack(base / "custom_nodes", "plain", {"airlock.toml": "", "__init__.py": ""})
     write_pack(base / "custom_nodes", "ordinary", {"__init__.py": ""})
-    monkeypatch.setenv("AIRLOCK_PACKS_PATH", str(tmp_path / "more"))
+    # The packs_path setting (AIRLOCK_PACKS_PATH, read once per process).
+    monkeypatch.setattr(settings.get(), "packs_path", (str(tmp_path / "more"),))
 
     found = {p["name"]: p for p in airlock_env.discover_packs(base)}
     assert sorted(found) == ["broken", "extra", "good", "optin", "plain"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from comfy_airlock.host.ram import Holder, budget, split
+from comfy_airlock.host.memory.ram import Holder, budget, split
 
 MIB = 1 << 20
 

@@ -124,7 +124,7 @@ def test_a_request_the_host_gave_up_on_is_not_run(shim, monkeypatch):
     sys.modules["server"].PromptServer.instance.routes.get("/late")(lambda r: ran.append(1))
     monkeypatch.setattr(comfy, "_load_pack", lambda: None, raising=False)
     req = {"method": "GET", "path": "/late", "headers": [], "body": b"", "expires": time.time()}
-    assert worker_routes.serve(req)["status"] == 504
+    assert comfy.serve_route(req)["status"] == 504
     assert ran == []
 
 

@@ -30,9 +30,9 @@ def register_model(module, *, name=None, device=None):
     """Inside an isolated pack's worker: makes the pack's own ``torch.nn.Module`` visible to
     (and evictable by) ComfyUI's memory manager in the host. Elsewhere: does nothing and
     returns None, so a pack can call it unconditionally."""
-    import os
+    from comfy_airlock import settings
 
-    if os.environ.get("AIRLOCK_WORKER") != "1":
+    if not settings.get().worker:
         return None
     from comfy_airlock.worker.models import register_model as _register
 
@@ -41,9 +41,9 @@ def register_model(module, *, name=None, device=None):
 
 def unregister_model(module):
     """Undoes :func:`register_model` (the model leaves the host's ledger)."""
-    import os
+    from comfy_airlock import settings
 
-    if os.environ.get("AIRLOCK_WORKER") != "1":
+    if not settings.get().worker:
         return
     from comfy_airlock.worker.models import unregister_model as _unregister
 

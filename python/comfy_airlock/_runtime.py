@@ -15,12 +15,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from comfy_airlock import settings
+
 _PACKAGE = Path(__file__).resolve().parent
 _SUFFIXES = {".py", ".so", ".pyi", ".typed"}
 
 
 def cache_root() -> Path:
-    base = os.environ.get("AIRLOCK_CACHE_DIR")
+    base = settings.get().cache_dir
     if base:
         return Path(base)
     xdg = os.environ.get("XDG_CACHE_HOME")

@@ -5,14 +5,15 @@ NVML is read in-process through ``dlopen`` of ``libnvidia-ml.so.1`` (no pip pack
 devices are resolved by UUID, on which CUDA and NVML agree (their orders differ):
 :func:`resolve_device` checks that the host and every worker are on one card (else
 :class:`DeviceMismatch`, naming the pack), and a :class:`DeviceTruth` keeps NVML open to read
-that card's memory device-wide. Where NVML cannot be loaded or initialised (no NVIDIA driver),
-every reader returns ``None``: callers degrade to upstream's own semantics.
-``AIRLOCK_NVML_LIBRARY`` names another library. :func:`host_ram` is host RAM as this process's
+that card's memory device-wide (``comfy_airlock.card`` keeps one per device for the process).
+Where NVML cannot be loaded or initialised (no NVIDIA driver), every reader returns ``None``:
+callers degrade to upstream's own semantics.
+:data:`NVML_LIBRARY_ENV` names another library. :func:`host_ram` is host RAM as this process's
 memory cgroup limits it (v2, v1, else the machine).
 
 A :class:`SimGpu` is a card in a small shared file that every process opening it books its
 "VRAM" on: the host, its workers, and the fake ``libnvidia-ml.so.1`` built from
-``crates/airlock-fake-nvml``, which reports the card named by ``AIRLOCK_SIM_GPU``. Tests create
+``crates/airlock-fake-nvml``, which reports the card named by :data:`SIM_GPU_ENV`. Tests create
 a card, hand its path to workers in that variable, and answer the host's free-memory reading for
 a fake ``cuda:0`` with :meth:`SimGpu.free_seen_by` (``os.getpid()``); the product never patches
 the host. See ``docs/adr/0006-simulated-gpu.md``::
@@ -20,9 +21,9 @@ the host. See ``docs/adr/0006-simulated-gpu.md``::
     card = SimGpu.create(tmp / "gpu", total=16 << 30)
     card.book(os.getpid(), "model-1", 4 << 30)        # set, idempotent
     card.free()                                        # 12 GiB, in every process
-    SimGpu.from_env()                                  # in a worker with AIRLOCK_SIM_GPU set
+    SimGpu.from_env()                                  # in a worker, from SIM_GPU_ENV
 
-A card's semantics are fixed at creation (``semantics=``, else ``AIRLOCK_SIM_SEMANTICS``, else
+A card's semantics are fixed at creation (``semantics=``, else :data:`SIM_SEMANTICS_ENV`, else
 device-wide). Device-wide, every process reads the truth. On ``"wddm"`` (Windows), each process
 reads its own budget (``free_seen_by(pid)``): debited 1:1 by its own bookings, blind to other
 processes' until a re-partition (a process attaching or exiting), with the seed's measured
@@ -41,7 +42,6 @@ there: it demotes a bystander, counted by :meth:`SimGpu.demotions`. See
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable, Mapping
 from typing import Literal, TypedDict, cast
 
@@ -74,22 +74,21 @@ __all__ = [
     "WddmParams",
     "cuda_uuid",
     "host_ram",
-    "my_device_uuid",
     "nvml_devices",
     "nvml_memory",
     "resolve_device",
 ]
 
-#: The environment variable naming a simulated card's file (``"AIRLOCK_SIM_GPU"``). Several
+#: The environment variable naming a simulated card's file (the core's name). Several
 #: paths separated by ``:`` make several cards for the fake NVML, in that order.
 SIM_GPU_ENV: str = _native.SIM_GPU_ENV
 
 #: The environment variable with the semantics of cards created without explicit ones
-#: (``"AIRLOCK_SIM_SEMANTICS"``): ``device_wide`` (unset), ``wddm`` or ``wddm:key=value,...``.
+#: (the core's name): ``device_wide`` (unset), ``wddm`` or ``wddm:key=value,...``.
 SIM_SEMANTICS_ENV: str = _native.SIM_SEMANTICS_ENV
 
 #: The environment variable naming the NVML library to load instead of the driver's
-#: (``"AIRLOCK_NVML_LIBRARY"``): how a test points a whole process at the fake one.
+#: (the core's name): how a test points a whole process at the fake one.
 NVML_LIBRARY_ENV: str = _native.NVML_LIBRARY_ENV
 
 
@@ -202,20 +201,3 @@ def cuda_uuid(index: int = 0) -> str | None:
         return None
     uuid = str(torch.cuda.get_device_properties(index).uuid)
     return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
-
-
-def my_device_uuid(index: int | None = None) -> str | None:
-    """The UUID of CUDA device ``index`` (default: the current one) as this process sees it, to
-    check that the host and a worker mean the same card (:func:`resolve_device`): where a
-    simulated card stands for the GPU (``AIRLOCK_SIM_GPU``, several paths: one per device, in
-    order), that card's; else torch's, and only once torch has initialised CUDA here (asking
-    never creates a context). ``None`` when this process has no such device."""
-    torch = sys.modules.get("torch")
-    cuda = torch is not None and torch.cuda.is_initialized()
-    if index is None:
-        index = int(torch.cuda.current_device()) if cuda else 0
-    sim = os.environ.get(SIM_GPU_ENV)
-    if sim:
-        paths = [p for p in sim.split(os.pathsep) if p]
-        return SimGpu.open(paths[index]).uuid if index < len(paths) else None
-    return cuda_uuid(index) if cuda else None

@@ -21,8 +21,8 @@ too)::
     read = ["~/.cache/huggingface"]      # extra paths; relative ones are inside the pack
     write = []
 
-Environments are built by the ``uv`` binary into ``$AIRLOCK_HOME/envs/<key>/`` (default
-``~/.local/share/comfy-airlock``), keyed by their resolved lock; see
+Environments are built by the ``uv`` binary into ``<home>/envs/<key>/`` (the ``home`` setting,
+default ``~/.local/share/comfy-airlock``), keyed by their resolved lock; see
 ``docs/adr/0004-environments.md``. Every error message starts with the pack's name.
 """
 
@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Literal, TypedDict
 
-from comfy_airlock import _native
+from comfy_airlock import _native, settings
 from comfy_airlock._native import ConfigError, EnvError, EnvMissing
 
 __all__ = [
@@ -123,11 +123,11 @@ def discover_packs(
     base_dir: str | os.PathLike[str], extra_roots: Sequence[str | os.PathLike[str]] | None = None
 ) -> list[DiscoveredPack]:
     """The packs under ``<base_dir>/isolated_nodes/``, each of ``extra_roots`` (default:
-    ``$AIRLOCK_PACKS_PATH``, ``os.pathsep``-separated), and the packs in
+    the ``packs_path`` setting), and the packs in
     ``<base_dir>/custom_nodes/`` that have an ``airlock.toml``. A pack whose config is broken is
     listed with ``error`` set; it never hides the others."""
     if extra_roots is None:
-        extra_roots = [p for p in os.environ.get("AIRLOCK_PACKS_PATH", "").split(os.pathsep) if p]
+        extra_roots = list(settings.get().packs_path)
     roots = [os.fspath(r) for r in extra_roots]
     return _native.discover_packs(os.fspath(base_dir), roots)  # type: ignore[return-value]
 
@@ -152,8 +152,8 @@ def ensure_env(
 
     ``comfyui_dir`` (default ``$COMFYUI_DIR``) supplies ComfyUI's requirements to packs that
     import ComfyUI; ``host_python`` (default: this interpreter) is used by packs that do not
-    ask for a Python version; ``uv`` and ``home`` override ``$AIRLOCK_UV`` and
-    ``$AIRLOCK_HOME``.
+    ask for a Python version; ``uv`` and ``home`` override the core's ``uv`` and ``home``
+    settings (the user guide's table).
 
     Raises :class:`ConfigError` for a bad config, :class:`EnvMissing`, or :class:`EnvError`
     (with ``pack``, ``requirement``, ``log_path`` and ``uv_message`` attributes).

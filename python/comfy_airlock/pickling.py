@@ -30,7 +30,6 @@ import contextvars
 import importlib
 import inspect
 import io
-import os
 import pickle
 import re
 import sys
@@ -38,7 +37,7 @@ import types
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from comfy_airlock import _native
+from comfy_airlock import _native, settings
 
 #: The codec name under which pickled values travel (reserved: no codec may take it).
 CODEC = "airlock.pickle"
@@ -195,7 +194,7 @@ _CALL: contextvars.ContextVar[PicklePolicy | None] = contextvars.ContextVar(
 )
 _PROCESS: PicklePolicy | None = None
 
-ENV = "AIRLOCK_PICKLE"
+ENV = settings.ENV["pickle"]
 
 
 def current() -> PicklePolicy | None:
@@ -220,6 +219,6 @@ def applying(policy: PicklePolicy | None) -> Iterator[None]:
 def install_from_env() -> None:
     """In a worker: the pack's list, as the host passed it (comma-separated)."""
     global _PROCESS
-    names = [n for n in os.environ.get(ENV, "").split(",") if n.strip()]
-    owner = os.environ.get("AIRLOCK_NAME", "worker")
+    names = list(settings.get().pickle)
+    owner = settings.get().name
     _PROCESS = PicklePolicy(names, owner=owner, may_import=True) if names else None

@@ -2,7 +2,7 @@
 
 The host decides what the worker may touch, from what only it knows (ComfyUI's folders, the
 pack, its environment), checks that this kernel can enforce it, and hands it over in
-``AIRLOCK_SANDBOX``. The worker adds what only it knows (its interpreter's prefixes and
+the ``sandbox`` setting's variable. The worker adds what only it knows (its interpreter's prefixes and
 ``sys.path``, its private ``TMPDIR``) and applies the rules to itself first thing in ``main``,
 while it has a single thread, before it imports ComfyUI or the pack
 (:func:`apply_from_env`). The rules themselves, and what every Python needs besides (system
@@ -25,11 +25,11 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from comfy_airlock import _native
+from comfy_airlock import _native, settings
 
 log = logging.getLogger("comfy_airlock")
 
-ENV = "AIRLOCK_SANDBOX"
+ENV = settings.ENV["sandbox"]
 SandboxError = _native.SandboxError
 
 # Folders of ComfyUI's tree a worker does not read: user settings, and other packs.
@@ -51,7 +51,7 @@ def host_rules(
     comfyui_dir: str | None,
     folder_paths: Mapping[str, Any] | None,
 ) -> str | None:
-    """The value of ``AIRLOCK_SANDBOX`` for a pack's worker, or None when its sandbox is off.
+    """The value of the ``sandbox`` setting for a pack's worker, or None when its sandbox is off.
     Raises :class:`SandboxError` naming the pack when this kernel cannot enforce it."""
     if not sandbox or not sandbox.get("enabled"):
         return None
@@ -90,19 +90,17 @@ def _worker_paths() -> tuple[list[str], list[str]]:
     home = os.path.expanduser("~")
     read = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     read.update(p for p in sys.path if p and p not in (cwd, "/", home))
-    nvml = os.environ.get(_native.NVML_LIBRARY_ENV)
+    nvml = settings.get().nvml_library
     if nvml:
         read.add(nvml)
     write = [tempfile.gettempdir()]
-    cards = os.environ.get(_native.SIM_GPU_ENV)
-    if cards:
-        write += [c for c in cards.split(os.pathsep) if c]
+    write += settings.get().sim_gpu
     return sorted(read), write
 
 
 def apply_from_env() -> dict[str, Any] | None:
     """In a worker: applies the sandbox the host asked for, if any; raises if it cannot."""
-    spec = os.environ.get(ENV)
+    spec = settings.get().sandbox
     if not spec:
         return None
     cfg = json.loads(spec)

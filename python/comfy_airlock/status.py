@@ -85,7 +85,7 @@ def render(status: dict[str, Any]) -> str:
 
 
 def _ram(status: dict[str, Any]) -> list[str]:
-    """The pin budget (host/ram.py): its total and split, and each worker's share."""
+    """The pin budget (host/memory/ram.py): its total and split, and each worker's share."""
     ram = status.get("ram") or {}
     if not ram:
         return []

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from comfy_airlock import _native, pickling
+from comfy_airlock import _native, pickling, settings
 from comfy_airlock._runtime import runtime_dir
 from comfy_airlock.worker_env import INHERIT_ENV, InheritEnv, worker_env
 
@@ -88,8 +88,8 @@ class Worker:
         path = [runtime_dir(), *(os.fspath(p) for p in sys_path)]
         environ["PYTHONPATH"] = os.pathsep.join(path)
         environ["PYTHONUNBUFFERED"] = "1"
-        environ["AIRLOCK_PRELOAD"] = ",".join(preload)
-        environ["AIRLOCK_LOG_LEVEL"] = str(logging.getLogger().getEffectiveLevel())
+        environ[settings.ENV["preload"]] = ",".join(preload)
+        environ[settings.ENV["log_level"]] = str(logging.getLogger().getEffectiveLevel())
         self._pickle = pickling.PicklePolicy(pickle, owner=name, may_import=False)
         environ[pickling.ENV] = ",".join(sorted(self._pickle.names))
         self._native = _native.Worker(
@@ -175,7 +175,7 @@ class Worker:
     ) -> tuple[int, str | None, Any]:
         """Runs ``op`` ("unload", "partially_unload", "partially_load") on a model of the
         worker of ``generation``, on the control lane ("pin_ceiling" and "cache_headroom" set
-        the worker's RAM budget instead, ``model`` unused: host/ram.py). Returns ``(bytes, refusal, report)``;
+        the worker's RAM budget instead, ``model`` unused: host/memory/ram.py). Returns ``(bytes, refusal, report)``;
         a command for a generation that is no longer running is refused without being sent."""
         return self._native.model_command(generation, model, op, arg, timeout)
 

@@ -42,7 +42,7 @@ passed                                      why
 
 Even through a prefix, a name that looks like a secret (containing ``TOKEN``, ``SECRET``,
 ``PASSWORD``, ``PASSWD``, ``API_KEY``, ``CREDENTIAL`` or ``PRIVATE_KEY``) is not passed. The
-operator can pass more with ``AIRLOCK_WORKER_ENV`` (comma-separated names; ``NAME_*`` for a
+operator can pass more with the ``worker_env`` setting (comma-separated names; ``NAME_*`` for a
 prefix); exact names given there pass even if they look like secrets. ``TMPDIR`` and
 ``XDG_RUNTIME_DIR`` are set by the core to the worker's private directory.
 """
@@ -52,6 +52,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Final
+
+from comfy_airlock import settings
 
 EXACT = frozenset(
     {
@@ -136,7 +138,7 @@ class InheritEnv:
 INHERIT_ENV: Final = InheritEnv()
 
 #: The operator's additions to the allow-list.
-EXTRA_ENV = "AIRLOCK_WORKER_ENV"
+EXTRA_ENV = settings.ENV["worker_env"]
 
 
 def _looks_secret(name: str) -> bool:
@@ -146,8 +148,8 @@ def _looks_secret(name: str) -> bool:
 
 def _extra(host: Mapping[str, str]) -> tuple[frozenset[str], tuple[str, ...]]:
     names, prefixes = set(), []
-    for item in host.get(EXTRA_ENV, "").split(","):
-        item = item.strip()
+    items = settings.get().worker_env if host is os.environ else settings.parse("worker_env", host)
+    for item in items:
         if item.endswith("*"):
             prefixes.append(item[:-1])
         elif item:

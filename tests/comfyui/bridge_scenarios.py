@@ -32,6 +32,7 @@ from scenario_host import (  # imports upstream under --cpu and installs the hos
 )
 
 from comfy_airlock.device import SimGpu
+from comfy_airlock.host.memory.ledger import LEDGER
 
 # 4 GiB: room for upstream's own inference reserve (about 1.2 GiB), so only what a scenario asks
 # for is evicted.
@@ -93,10 +94,10 @@ def scenario_partial():
     out["partial_unloaded"] = names(unloaded)
     out["partial_ledger"] = ledger()
     out["partial_resident"] = call(pack, "residency")["A"]
-    out["standin_loaded"] = [s.loaded_size() for s in pack.bridge.standins("memory-pack")]
+    out["standin_loaded"] = [s.loaded_size() for s in LEDGER.standins("memory-pack")]
     # In use: the node holding it runs on another thread; the control lane still answers.
     call(pack, "make_model", "B", 8, "cuda:0", 4)
-    b = next(s for s in pack.bridge.standins("memory-pack") if s.model.name == "B")
+    b = next(s for s in LEDGER.standins("memory-pack") if s.model.name == "B")
     t = threading.Thread(target=call, args=(pack, "hold_in_use", "A", 2.0))
     t.start()
     time.sleep(0.8)
@@ -175,7 +176,7 @@ def scenario_killed():
     worker's models."""
     pack = load_pack()
     call(pack, "make_model", "A", 8, "cuda:0", 4)
-    old = pack.bridge.standins("memory-pack")[0]
+    old = LEDGER.standins("memory-pack")[0]
     gen = pack._worker.generation
     pack._worker.kill()
     time.sleep(0.3)
@@ -195,7 +196,7 @@ def scenario_killed():
         "generations": [gen, new_gen],
         "ledger": ledger(),
         "residency": call(pack, "residency"),
-        "ledger_generations": sorted({s.generation for s in pack.bridge.standins()}),
+        "ledger_generations": sorted({s.generation for s in LEDGER.standins()}),
     }
 
 

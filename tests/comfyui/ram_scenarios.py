@@ -22,8 +22,9 @@ from scenario_host import MIB, call, close_all, load_pack, mm  # noqa: I001
 
 import comfy.memory_management
 
-from comfy_airlock.host import ram
-from comfy_airlock.host.bridge import BRIDGE
+from comfy_airlock.host.memory import ram
+from comfy_airlock.host.memory import heartbeat
+from comfy_airlock.host.memory.ledger import LEDGER
 
 
 def snapshot(packs) -> dict:
@@ -33,8 +34,8 @@ def snapshot(packs) -> dict:
         "budget": ram.RAM.state["budget"],
         "host_pinned": ram.RAM.state["host_pinned"],
         "ceilings": dict(ram.RAM.ceilings),
-        "reported": {p.name: BRIDGE.last_report(p.name)["pinned"] for p in packs},
-        "rss": {p.name: BRIDGE.last_report(p.name)["rss"] for p in packs},
+        "reported": {p.name: LEDGER.last_report(p.name)["pinned"] for p in packs},
+        "rss": {p.name: LEDGER.last_report(p.name)["rss"] for p in packs},
         "workers": state,
         "status": {p.name: {k: p.status()[k] for k in ("pinned", "pin_ceiling")} for p in packs},
     }
@@ -46,21 +47,21 @@ def scenario_split():
     a, b = load_pack("memory-pack"), load_pack("memory-pack-2")
     out = {"upstream_max": [call(a, "pin_setup"), call(b, "pin_setup")]}
     out["registered"] = [call(a, "pin", "A", 48, 6), call(b, "pin", "B", 16, 4)]
-    BRIDGE.update_ram()
+    heartbeat.update_ram()
     out["first"] = snapshot([a, b])
     # The host's pins (an NVIDIA host's upstream counting them) leave the workers 40 MiB.
     limit = ram.RAM.state["budget"]
     mm.TOTAL_PINNED_MEMORY = limit - 40 * MIB
-    BRIDGE.update_ram()
+    heartbeat.update_ram()
     out["lowered"] = snapshot([a, b])
-    BRIDGE.update_ram()  # the workers' new reports: nothing moves
+    heartbeat.update_ram()  # the workers' new reports: nothing moves
     out["settled"] = snapshot([a, b])
     # The executor's headroom for a prompt reaches a worker before its next call.
     comfy.memory_management.set_ram_cache_release_state(None, 3 * 1024 * MIB)
     out["headroom"] = call(a, "pin_state")["headroom"]
     comfy.memory_management.set_ram_cache_release_state(None, 0)
     mm.TOTAL_PINNED_MEMORY = 0
-    BRIDGE.update_ram()
+    heartbeat.update_ram()
     out["raised"] = snapshot([a, b])
     out["memory_status"] = _memory_status()
     return out

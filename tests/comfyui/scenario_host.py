@@ -11,6 +11,7 @@ device's free memory on device-wide semantics and this process's blind budget on
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -49,15 +50,49 @@ def _free(dev=None, torch_free_too=False):
 mm.get_free_memory = _free
 
 
-def new_card(name: str, total: int, semantics: str = "device_wide") -> SimGpu:
-    """A fresh card that the host reads and that workers started from now on book on."""
+def new_card(
+    name: str, total: int, semantics: str = "device_wide", host_reads: bool = True
+) -> SimGpu:
+    """A fresh card that the host reads and that workers started from now on book on. The
+    host's settings and device truth are read once per process (comfy_airlock.settings,
+    comfy_airlock.card): a card made after the host first read them is not the host's, which
+    raises unless ``host_reads`` is False (only host-local models use it)."""
+    from comfy_airlock import card as device_truth
+    from comfy_airlock import settings
+
     card = SimGpu.create(str(TMP / name), total, name, semantics=semantics)
     CARD[:] = [card]
     os.environ[SIM_GPU_ENV] = card.path
+    for read, what in ((settings._SETTINGS, "settings"), (device_truth._TRUTH, "device truth")):
+        if host_reads and read and card.path not in settings.get().sim_gpu:
+            raise RuntimeError(f"the host's {what} were read before the card {name!r} was made")
     return card
 
 
 from comfy_airlock.host import loader  # noqa: E402
+
+
+class Decisions(logging.Handler):
+    """The host's memory decisions as it logs them (``comfy_airlock.memory``): each admission's
+    answer (``airlock_admission``) and each idle release (``airlock_release``), newest last."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.admissions: list[dict] = []
+        self.released: list[dict] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        admission = getattr(record, "airlock_admission", None)
+        if admission is not None:
+            self.admissions.append(admission)
+        release = getattr(record, "airlock_release", None)
+        if release is not None:
+            self.released.append(release)
+
+
+DECISIONS = Decisions()
+logging.getLogger("comfy_airlock.memory").setLevel(logging.DEBUG)
+logging.getLogger("comfy_airlock.memory").addHandler(DECISIONS)
 
 PACK_DIR = REPO / "tests" / "packs" / "memory-pack"
 

@@ -56,17 +56,19 @@ from concurrent.futures import ThreadPoolExecutor
 from scenario_host import CUDA, GIB, MIB, call, close_all, mm
 from wddm_scenarios import HOST, HostModel, host_load, start, worker
 
-from comfy_airlock.host import admission, idle, loader
-from comfy_airlock.host.bridge import BRIDGE
-from comfy_airlock.host.standin import StandIn
+from comfy_airlock import settings
+from comfy_airlock.host import loader
+from comfy_airlock.host.memory import admission, heartbeat, idle
+from comfy_airlock.host.memory.ledger import LEDGER
+from comfy_airlock.host.memory.standin import StandIn
 
 WORKERS = ("W1", "W2", "W3", "W4")
 SIZES = [1, 2, 3, 4]  # GiB, in parts of 512 MiB
 PART = GIB // 2
 MAX_MODELS = 3  # per actor
-HEARTBEAT_S = "0.05"  # the bridge's heartbeat, often, so that it meets the admissions:
-IDLE_RELEASE_S = "2.0"  # idle workers' models leave the card on a timer...
-PRESSURE_FREE_MIB = "3072"  # ...and under pressure, through the arbiter
+HEARTBEAT_S = 0.05  # the heartbeat, often, so that it meets the admissions:
+IDLE_RELEASE_S = 2.0  # idle workers' models leave the card on a timer...
+PRESSURE_FREE = 3 * GIB  # ...and under pressure, through the arbiter
 GRACE_S = 180.0  # past the run's end, for the last nodes (a respawn imports ComfyUI)
 EXEC_NAME = "comfyui-execution"
 RESPAWNED = object()  # a node not run: its worker had died and was started again
@@ -175,13 +177,13 @@ def _thread_kind() -> str:
 
 
 def instrument_admission() -> None:
-    """Counts the host's answers (``pack._on_event`` looks ``admission.answer`` up per call)."""
+    """Counts the host's answers (the memory events look ``admission.answer`` up per call)."""
     answer = admission.answer
 
-    def counted(bridge, pack, topic, request):
+    def counted(handle, topic, request):
         a = STATS["admissions"]
         try:
-            r = answer(bridge, pack, topic, request)
+            r = answer(handle, topic, request)
         except BaseException:
             with _STATS_LOCK:
                 a["errors"] += 1
@@ -197,12 +199,12 @@ def instrument_admission() -> None:
 
 
 def instrument_idle() -> None:
-    """Counts the heartbeat's idle-release passes (the bridge looks ``idle.release_idle`` up
+    """Counts the heartbeat's idle-release passes (the heartbeat looks ``idle.release_idle`` up
     per pass), so the end can wait for passes instead of for time."""
     release = idle.release_idle
 
-    def counted(bridge, now=None):
-        out = release(bridge, now)
+    def counted(ledger, now=None):
+        out = release(ledger, now)
         with _STATS_LOCK:
             s = STATS["idle"]
             s["passes"] += 1
@@ -370,10 +372,10 @@ class WorkerActor(Actor):
                 lm.model
                 for lm in mm.current_loaded_models
                 if isinstance(lm.model, StandIn)
-                and lm.model.pack is self.pack
+                and lm.model.handle is self.pack
                 and lm.model.model.name == n
             ]
-            known = [s for s in BRIDGE.standins(self.name) if s.model.name == n]
+            known = [s for s in LEDGER.standins(self.name) if s.model.name == n]
             if len(mine) == 1 and mine[0].generation == self.generation:
                 continue
             if not mine and any(getattr(s, "kept", False) for s in known):
@@ -519,7 +521,7 @@ def chaos(card, actors: list[WorkerActor], ex: Execution, seconds: float, t0: fl
     names = [a.name for a in actors]
 
     def ledgered(name: str) -> int:
-        return sum(1 for s in BRIDGE.standins(name) if not s.gone and s.loaded_size() > 0)
+        return sum(1 for s in LEDGER.standins(name) if not s.gone and s.loaded_size() > 0)
 
     for k in range(1, n + 1):
         at = t0 + seconds * k / (n + 1)
@@ -608,12 +610,12 @@ def final_check(card, host: HostActor, workers: list[WorkerActor]) -> tuple[dict
         w = a.pack.worker()
         if w.alive and w.generation == a.generation:
             states[a.name] = call(a.pack, "stress_state")
-    BRIDGE.sync()
+    heartbeat.sync()
     entries = [lm.model for lm in mm.current_loaded_models if lm.model is not None]
     out: dict = {"workers": {}}
     for a in workers:
-        mine = [s for s in entries if isinstance(s, StandIn) and s.pack is a.pack]
-        known = BRIDGE.standins(a.name)
+        mine = [s for s in entries if isinstance(s, StandIn) and s.handle is a.pack]
+        known = LEDGER.standins(a.name)
         stale = [s for s in known if s.generation != a.generation or s.gone]
         stale += [s for s in mine if s.generation != a.generation or s.gone]
         if stale:
@@ -708,13 +710,14 @@ def main() -> None:
         GRACE_S = float(sys.argv[sys.argv.index("--grace") + 1])
     # A last resort if even the stuck report hangs.
     faulthandler.dump_traceback_later(seconds + 3 * GRACE_S + 300, exit=True)
-    os.environ["AIRLOCK_HEARTBEAT_S"] = HEARTBEAT_S
-    os.environ["AIRLOCK_IDLE_RELEASE_S"] = IDLE_RELEASE_S
-    os.environ["AIRLOCK_PRESSURE_FREE_MIB"] = PRESSURE_FREE_MIB
     instrument_admission()
     instrument_idle()
     mm.current_loaded_models = GuardedList(mm.current_loaded_models)
     card = start(semantics)
+    # After the card: the settings are read once, and name the card the host reads.
+    knobs = settings.get()
+    knobs.heartbeat_s, knobs.idle_release_s = HEARTBEAT_S, IDLE_RELEASE_S
+    knobs.pressure_free = PRESSURE_FREE
     t_setup = time.monotonic()
     workers = [WorkerActor(n, seed, semantics) for n in WORKERS]
     # Side by side, as comfy-airlock loads packs (loader.load_isolated_packs); nobody holds a model yet.
@@ -754,8 +757,7 @@ def main() -> None:
     if any(t.is_alive() for t in threads):
         stuck([t for t in threads if t.is_alive()], result)
     # Quiet: no more idle release or pressure relief, and the passes under way are over.
-    os.environ["AIRLOCK_IDLE_RELEASE_S"] = "off"
-    os.environ["AIRLOCK_PRESSURE_FREE_MIB"] = "0"
+    knobs.idle_release_s, knobs.pressure_free = None, 0
     if not wait_passes(2, GRACE_S):
         stuck([t for t in threading.enumerate() if t.name == "airlock-heartbeat"], result)
     card.reap()
@@ -777,7 +779,7 @@ def main() -> None:
         t.join()
     ex.stop()
     final_state, problems = final_box["value"]
-    from comfy_airlock.host.admission import arbiter
+    from comfy_airlock.host.memory.evict import arbiter
 
     stats = arbiter().stats()
     problems = [*errors, *problems]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from comfy_airlock.host.standin import StandIn
+from comfy_airlock.host.memory.standin import StandIn
 
 # Where upstream touches patchers of ledger entries (notes/comfyui-upstream.md §2.7).
 SOURCES = [
@@ -97,9 +97,13 @@ class _Pack:
     name = "canary"
 
 
+def _ignore_report(handle, generation, report):
+    """The stand-in's report callback (the ledger's refresh in the product)."""
+
+
 def test_standin_has_every_member_upstream_reads(comfyui_dir):
     row = {"id": 1, "name": "m", "device": "cuda:0", "size": 1, "resident": 1, "seq": 1}
-    standin = StandIn(_Pack(), 1, row)
+    standin = StandIn(_Pack(), 1, row, _ignore_report)
     missing = {}
     scanned = 0
     for rel in SOURCES:
@@ -123,7 +127,7 @@ def test_canary_catches_a_member_the_standin_lacks(tmp_path):
     )
     assert "brand_new_member" in patcher_members(fake)
     row = {"id": 1, "name": "m", "device": "cuda:0", "size": 1, "resident": 1, "seq": 1}
-    assert not hasattr(StandIn(_Pack(), 1, row), "brand_new_member")
+    assert not hasattr(StandIn(_Pack(), 1, row, _ignore_report), "brand_new_member")
 
 
 # The worker's interrupt gate (docs/adr/0009) stands in for this global; it works only while

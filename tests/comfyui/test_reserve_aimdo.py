@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent(
 
     comfy_aimdo.control.lib = Lib()
     comfy.memory_management.aimdo_enabled = True  # as main.py sets it once aimdo runs
-    from comfy_airlock.host.reserve import publish_aimdo
+    from comfy_airlock.host.memory.reserve import publish_aimdo
 
     out = [publish_aimdo(400 << 20, t) for t in (12 << 30, -(533 << 20))]
     print(json.dumps({"returned": out, "calls": Lib.calls}))

@@ -71,7 +71,11 @@ def test_wheel_is_one_abi3_manylinux_file(wheel):
         ]
     assert tags == ["cp310-abi3-manylinux_2_28_x86_64"]
     assert any(n.startswith("comfy_airlock/_native") and n.endswith(".so") for n in names)
-    for f in ("__init__.py", "pyproject.toml", "requirements.txt", "web/airlock_panel.js"):
+    web = (
+        "airlock_panel.js",
+        *(f"airlock_panel/{m}.js" for m in ("store", "view", "chart", "format")),
+    )
+    for f in ("__init__.py", "pyproject.toml", "requirements.txt", *(f"web/{w}" for w in web)):
         assert f"comfy_airlock/custom_node/{f}" in names
     # The glibc symbols it links against fit the tag (auditwheel reads the ELF itself).
     shown = run([str(ROOT / ".venv" / "bin" / "auditwheel"), "show", str(wheel)], dict(os.environ))

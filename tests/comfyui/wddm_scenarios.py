@@ -35,6 +35,7 @@ from pathlib import Path
 
 from scenario_host import (
     CARD,
+    DECISIONS,
     GIB,
     MIB,
     REF_KEEP,
@@ -47,10 +48,13 @@ from scenario_host import (
     new_card,
 )
 
+from comfy_airlock import settings
+from comfy_airlock.card import truth
 from comfy_airlock.device import SIM_GPU_ENV, SimGpu
-from comfy_airlock.host.admission import arbiter
-from comfy_airlock.host.bridge import BRIDGE
-from comfy_airlock.host.reserve import RESERVE
+from comfy_airlock.host.memory import heartbeat
+from comfy_airlock.host.memory.evict import arbiter
+from comfy_airlock.host.memory.ledger import LEDGER
+from comfy_airlock.host.memory.reserve import RESERVE
 
 HOST = os.getpid()
 TOTAL = 16 * GIB
@@ -216,10 +220,10 @@ def headline(semantics: str, models: list[tuple[str, int]]):
     pack, wpid = worker("memory-pack", trace)
     for name, gib in models:
         call(pack, "make_model", name, gib * 1024, "cuda:0", gib, True)
-    BRIDGE.sync()
-    BRIDGE.update_reserve()
+    heartbeat.sync()
+    heartbeat.update_reserve()
     trace.mark("worker holds 12 GiB")
-    base = RESERVE.state()["base"]
+    base = RESERVE.base
     base = int(mm.EXTRA_RESERVED_VRAM) if base is None else base
     before = card_state(card)
     worker_before = card.used_by(wpid)
@@ -230,17 +234,17 @@ def headline(semantics: str, models: list[tuple[str, int]]):
     after = card_state(card)
     worker_after = card.used_by(wpid)
     # Upstream drops every worker entry it detached; those the worker kept must come back
-    # before the next call boundary (the heartbeat puts them back, host/bridge.py).
-    popped = sorted(r["name"] for r in BRIDGE.rows() if r["resident"] > 0 and not r["in_ledger"])
-    wait_for(lambda: all(r["in_ledger"] for r in BRIDGE.rows() if r["resident"] > 0), 10.0)
-    ledger = {r["name"]: r["resident"] for r in BRIDGE.rows() if r["in_ledger"]}
+    # before the next call boundary (the heartbeat puts them back, host/memory/ledger.py).
+    popped = sorted(r["name"] for r in LEDGER.rows() if r["resident"] > 0 and not r["in_ledger"])
+    wait_for(lambda: all(r["in_ledger"] for r in LEDGER.rows() if r["resident"] > 0), 10.0)
+    ledger = {r["name"]: r["resident"] for r in LEDGER.rows() if r["in_ledger"]}
     residency = call(pack, "residency")
     time.sleep(0.3)
     trace.mark("end")
     need = upstream_need(HEADLINE_HOST, base)
     return {
         "semantics": semantics,
-        "reserve_enabled": RESERVE.state()["enabled"],
+        "reserve_enabled": settings.get().reserve,
         "base_reserve": base,
         "before": before,
         "after": after,
@@ -269,7 +273,9 @@ ADMISSION_LOAD = 10 * GIB  # A's new model, in 10 parts
 
 def key_names():
     """(pack, generation, model id) -> model name, for every stand-in."""
-    return {(s.pack.name, s.generation, s.model.model_id): s.model.name for s in BRIDGE.standins()}
+    return {
+        (s.handle.name, s.generation, s.model.model_id): s.model.name for s in LEDGER.standins()
+    }
 
 
 def named(rows, names_by_key):
@@ -306,8 +312,8 @@ def scenario_admission(semantics: str):
         target=call, args=(packs["B"], "hold_in_use_until", "b1", str(flag), 120)
     )
     holder.start()
-    wait_for(lambda: any(s.model.name == "b1" and s.in_use for s in BRIDGE.standins("B")))
-    BRIDGE.sync()
+    wait_for(lambda: any(s.model.name == "b1" and s.in_use for s in LEDGER.standins("B")))
+    heartbeat.sync()
     names_by_key = key_names()
     before = card_state(card)
     trace.mark("A loads 10 GiB")
@@ -316,7 +322,7 @@ def scenario_admission(semantics: str):
     after = card_state(card)
     flag.touch()
     holder.join()
-    admission = [a for a in BRIDGE.admissions if a["pack"] == "A"][-1]
+    admission = [a for a in DECISIONS.admissions if a["pack"] == "A"][-1]
     steps = named(admission["steps"], names_by_key)
     residency = {n: call(p, "residency") for n, p in packs.items()}
     trace.stop()
@@ -352,12 +358,12 @@ def scenario_oom(semantics: str):
     for name in ("A", "B"):
         packs[name], _ = worker(name, comfy=name == "A")
     call(packs["B"], "make_model", "b0", 6 * GIB // MIB, "cuda:0", 6, True)
-    BRIDGE.sync()
+    heartbeat.sync()
     before = card_state(card)
     resident = call(packs["A"], "load_fake_contended", "P", 4 * GIB // MIB, 4, HOST, 7 * GIB // MIB)
     after = card_state(card)
     asked = call(packs["A"], "asked")
-    answers = [a for a in BRIDGE.admissions if a["pack"] == "A"]
+    answers = [a for a in DECISIONS.admissions if a["pack"] == "A"]
     return {
         "semantics": semantics,
         "resident": resident,
@@ -388,32 +394,34 @@ def scenario_idle(semantics: str):
         packs[name], pids[name] = worker(name)
     call(packs["B"], "make_model", "b0", 2 * GIB // MIB, "cuda:0", 4, True)
     call(packs["A"], "make_model", "a0", 2 * GIB // MIB, "cuda:0", 4, True)
-    BRIDGE.sync()
+    heartbeat.sync()
     flag = Path(CARD[0].path + ".idle-release")
     holder = threading.Thread(
         target=call, args=(packs["A"], "hold_in_use_until", "a0", str(flag), 120)
     )
-    os.environ["AIRLOCK_IDLE_RELEASE_S"] = "1.0"
+    settings.get().idle_release_s = 1.0
     holder.start()
     # The card moves inside the heartbeat's release; its record lands after it returns.
     wait_for(
-        lambda: card.used_by(pids["B"]) == 0 and any(r["why"] == "idle" for r in BRIDGE.released),
+        lambda: (
+            card.used_by(pids["B"]) == 0 and any(r["why"] == "idle" for r in DECISIONS.released)
+        ),
         timeout=20,
     )
     timed = {"B": card.used_by(pids["B"]), "A": card.used_by(pids["A"])}
     flag.touch()
     holder.join()
-    timed_released = [r["model"] for r in BRIDGE.released if r["why"] == "idle"]
-    os.environ["AIRLOCK_IDLE_RELEASE_S"] = "off"
+    timed_released = [r["model"] for r in DECISIONS.released if r["why"] == "idle"]
+    settings.get().idle_release_s = None
     for name, model in (("A", "a1"), ("B", "b1"), ("B", "b2")):
         call(packs[name], "make_model", model, 2 * GIB // MIB, "cuda:0", 4, True)
         time.sleep(0.05)  # distinct last-used times
-    BRIDGE.sync()
+    heartbeat.sync()
     before = card.free()
-    os.environ["AIRLOCK_PRESSURE_FREE_MIB"] = str(13 * 1024)
+    settings.get().pressure_free = 13 * GIB
     wait_for(lambda: card.free() >= 13 * GIB, timeout=20)
     time.sleep(1.0)  # a few more heartbeats: nothing more may go
-    pressure = [r for r in BRIDGE.released if r["why"] == "pressure"]
+    pressure = [r for r in DECISIONS.released if r["why"] == "pressure"]
     return {
         "semantics": semantics,
         "timed": timed,
@@ -451,7 +459,7 @@ def scenario_contention(semantics: str):
             mine.append(name)
         else:
             name = rng.choice(mine)
-        seen = len(BRIDGE.admissions)
+        seen = len(DECISIONS.admissions)
         names_by_key = key_names()
         used_before, demoted_before = card.used(), card.demotions_total()["bytes"]
         free_before, view_before = card.free(), card.free_seen_by(HOST)
@@ -466,7 +474,7 @@ def scenario_contention(semantics: str):
         else:
             call(packs[actor], "use_fake", name)
         resident = resident_of(actor, name, packs, host_models)
-        admissions = [a for a in BRIDGE.admissions[seen:] if a["pack"] == actor]
+        admissions = [a for a in DECISIONS.admissions[seen:] if a["pack"] == actor]
         loaded = resident - resident_before
         log.append(
             {
@@ -503,13 +511,13 @@ def scenario_contention(semantics: str):
         last_used[name] = r
     # The ledger against the card: a report from every worker first (as after any call).
     fakes = {n: call(p, "fakes") for n, p in packs.items()}
-    BRIDGE.sync()
+    heartbeat.sync()
     ledger = {n: 0 for n in packs} | {"host": 0}
     for lm in mm.current_loaded_models:
         p = lm.model
         if p is None:
             continue
-        owner = p.pack.name if hasattr(p, "pack") else "host"
+        owner = p.handle.name if hasattr(p, "handle") else "host"
         ledger[owner] += int(p.loaded_size())
     truth = {n: card.used_by(pid) for n, pid in pids.items()} | {"host": card.used_by(HOST)}
     trace.stop()
@@ -519,12 +527,17 @@ def scenario_contention(semantics: str):
         "ledger": ledger,
         "truth": truth,
         "standins": {
-            n: sum(s.loaded_size() for s in BRIDGE.standins(n) if not s.gone) for n in packs
+            n: sum(s.loaded_size() for s in LEDGER.standins(n) if not s.gone) for n in packs
         },
         "worker_ledgers": {n: sum(f.values()) for n, f in fakes.items()},
         "demotions": card.demotions_total(),
         "peak_overcommitted": trace.peak_over,
-        "reserve": RESERVE.state(),
+        "reserve": {
+            "base": RESERVE.base,
+            "term": RESERVE.rule.term,
+            "published": RESERVE.published,
+            "enabled": settings.get().reserve,
+        },
         "base_reserve": base,
         "reserve_end": int(mm.EXTRA_RESERVED_VRAM),
         "arbiter": arbiter().stats(),
@@ -541,10 +554,10 @@ def scenario_holds(semantics: str):
     pack, _ = worker("A")
     call(pack, "make_model", "pad", 4 * GIB // MIB, "cuda:0", 4, True)
     comfy_before = call(pack, "comfy_imported")
-    BRIDGE.sync()
-    seen = len(BRIDGE.admissions)
+    heartbeat.sync()
+    seen = len(DECISIONS.admissions)
     resident = call(pack, "load_fakes", [[f"m{i}", 3 * GIB // MIB, 3] for i in range(3)])
-    answers = [a for a in BRIDGE.admissions[seen:] if a["pack"] == "A"]
+    answers = [a for a in DECISIONS.admissions[seen:] if a["pack"] == "A"]
     return {
         "semantics": semantics,
         "resident": resident,
@@ -565,6 +578,7 @@ def scenario_mismatch(semantics: str):
     says so: the call fails with ``DeviceMismatch`` naming the pack and both UUIDs, and none of
     its models enters the host's ledger; worker Y, on the host's card, is unaffected."""
     card = start(semantics)
+    truth()  # the host's device truth is chosen now, on its own card, once per process
     other = SimGpu.create(str(TMP / "other"), TOTAL, "other", semantics=semantics)
     os.environ[SIM_GPU_ENV] = other.path + os.pathsep + card.path
     try:
@@ -585,7 +599,7 @@ def scenario_mismatch(semantics: str):
         }
     y, _ = worker("Y")
     call(y, "make_model", "y0", 1024, "cuda:0", 1, True)
-    BRIDGE.sync()
+    heartbeat.sync()
     return {
         "semantics": semantics,
         "refusal": error,
@@ -593,11 +607,11 @@ def scenario_mismatch(semantics: str):
         "other_uuid": other.uuid,
         "x_booked_on_other": other.used_by(x.worker().pid),
         "ledger": sorted(
-            f"{lm.model.pack.name}:{lm.model.model.name}"
+            f"{lm.model.handle.name}:{lm.model.model.name}"
             for lm in mm.current_loaded_models
-            if lm.model is not None and hasattr(lm.model, "pack")
+            if lm.model is not None and hasattr(lm.model, "handle")
         ),
-        "mismatched": sorted(BRIDGE.mismatched),
+        "mismatched": sorted(LEDGER.mismatched),
     }
 
 
@@ -618,14 +632,14 @@ def scenario_floor(semantics: str):
     call(pack, "make_model", "f0", 2048, "cuda:0", 2, True)
     call(pack, "make_model", "f1", 1024, "cuda:0", 1, True)
     report = call(pack, "report")
-    BRIDGE.sync()
+    heartbeat.sync()
     return {
         "semantics": semantics,
         "context": FLOOR_CONTEXT,
         "before_context": before_context,
         "after_context": after_context,
         "after_models": report["floor"],
-        "host_sees": (BRIDGE.last_report("F") or {}).get("floor"),
+        "host_sees": (LEDGER.last_report("F") or {}).get("floor"),
         "models_resident": sum(r["resident"] for r in report["models"]),
         "booked": card.used_by(pid),
     }

@@ -32,9 +32,9 @@ comfy.cli_args.args.cpu = True
 import comfy.model_management as mm  # noqa: E402
 import torch  # noqa: E402
 
-from comfy_airlock.host.bridge import BRIDGE  # noqa: E402
+from comfy_airlock.host.memory.ledger import LEDGER  # noqa: E402
+from comfy_airlock.host.memory.standin import StandIn  # noqa: E402
 from comfy_airlock.host.pack import IsolatedPack  # noqa: E402
-from comfy_airlock.host.standin import StandIn  # noqa: E402
 from comfy_airlock.supervisor import Worker  # noqa: E402
 from faults.chaos import Killer, wait_dead  # noqa: E402
 from faults.leaks import LeakChecker  # noqa: E402
@@ -77,7 +77,7 @@ def check(pack: FaultPack) -> list[str]:
     have = sorted(mid for g, mid in ledger() if g == w.generation)
     if have != sorted(held):
         problems.append(f"ledger holds models {have}, the worker holds {sorted(held)}")
-    dangling = [s for s in BRIDGE.standins(pack.name) if s.generation != w.generation]
+    dangling = [s for s in LEDGER.standins(pack.name) if s.generation != w.generation]
     if dangling:
         problems.append(f"the bridge still tracks stand-ins of dead generations: {dangling}")
     return problems

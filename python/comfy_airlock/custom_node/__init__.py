@@ -24,8 +24,12 @@ except ImportError as e:  # comfy-airlock is not installed in ComfyUI's environm
     NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS = {}, {}
 else:
     NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS = load_isolated_packs()
+    from comfy_airlock.host.panel import mount as _mount_panel
 
-# The sidebar panel (web/airlock_panel.js): the isolated packs, live, from /airlock/workers.
+    _mount_panel()  # the panel's routes, and its updates over ComfyUI's websocket
+
+# The sidebar panel (web/airlock_panel.js and web/airlock_panel/): the isolated packs, their
+# workers, models and memory, live (docs/adr/0026-panel-data-flow.md).
 WEB_DIRECTORY = "./web"
 
 __all__ = ["NODE_CLASS_MAPPINGS", "NODE_DISPLAY_NAME_MAPPINGS", "WEB_DIRECTORY"]

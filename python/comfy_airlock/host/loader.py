@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import env as _env
+from comfy_airlock import settings
 from comfy_airlock.host import comfy_state, routes, scan_cache
+from comfy_airlock.host.memory.ledger import LEDGER, ledger_rows
+from comfy_airlock.host.memory.ram import RAM
 from comfy_airlock.host.pack import IsolatedPack
-from comfy_airlock.host.proxy import build_proxy
+from comfy_airlock.host.proxies import build_proxy
 
 log = logging.getLogger("comfy_airlock")
 
@@ -30,17 +33,13 @@ _LOCK = threading.Lock()
 
 
 def airlock_home() -> Path:
-    """Where environments, logs and the scan cache live (``AIRLOCK_HOME``, else the XDG data
-    directory); the same rule as the env builder's."""
-    home = os.environ.get("AIRLOCK_HOME")
+    """Where environments, logs and the scan cache live (the ``home`` setting, else the XDG
+    data directory); the same rule as the env builder's."""
+    home = settings.get().home
     if home:
         return Path(home)
     data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local/share")
     return Path(data, "comfy-airlock")
-
-
-def _auto_build() -> bool:
-    return os.environ.get("AIRLOCK_AUTO_BUILD", "1").strip().lower() not in ("0", "false", "no")
 
 
 def _fail(name: str, dir_: str, reason: str, cause: str, **extra: Any) -> Mappings:
@@ -63,13 +62,13 @@ def _scan_failed(name: str, dir_: str, failure: dict[str, Any], cached: str | No
     if cached:
         reason += (
             f"\n(cached failure from an earlier start, {cached}: the pack is imported again "
-            "once it or its environment changes, or with AIRLOCK_RESCAN=1)"
+            f"once it or its environment changes, or with {settings.ENV['rescan']}=1)"
         )
     return _fail(name, dir_, reason, "import", traceback=failure.get("traceback"))
 
 
 def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
-    """Sets up one pack: its environment (built when missing, unless ``AIRLOCK_AUTO_BUILD=0``),
+    """Sets up one pack: its environment (built when missing, unless ``auto_build`` is off),
     its node metadata (from the scan cache, else a scan in its worker), and its proxies."""
     pack_dir = os.path.abspath(pack_dir)
     name = name or os.path.basename(pack_dir.rstrip("/"))
@@ -79,7 +78,7 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
             pack_dir,
             comfyui_dir=comfyui,
             host_python=sys.executable,
-            build=_auto_build(),
+            build=settings.get().auto_build,
             progress=lambda line: log.info("[comfy-airlock] %s", line),
         )
     except Exception as e:
@@ -150,14 +149,13 @@ def _read_nodes(pack: IsolatedPack, comfyui: str | None) -> dict[str, Any] | Non
 
 
 def load_isolated_packs(base_dir: str | None = None) -> Mappings:
-    """Every pack under ``<base>/isolated_nodes/`` (and ``AIRLOCK_PACKS_PATH``), set up in
+    """Every pack under ``<base>/isolated_nodes/`` (and the ``packs_path`` setting), set up in
     parallel. Packs with an ``airlock.toml`` in ``custom_nodes/`` are ComfyUI's to import: they
     register themselves with :func:`register_nodes`, or get a clear message."""
     base = base_dir or comfy_state.base_dir()
     if base is None:
         raise RuntimeError("load_isolated_packs() must run inside ComfyUI (no folder_paths)")
-    extra = [p for p in os.environ.get("AIRLOCK_PACKS_PATH", "").split(os.pathsep) if p]
-    found = _env.discover_packs(base, extra)
+    found = _env.discover_packs(base)
     todo = []
     for d in found:
         if d.get("error"):
@@ -195,7 +193,7 @@ def register_nodes(path: str) -> Mappings:
 
     In ComfyUI this isolates the pack (its ``entry`` module runs only in its worker); inside
     the worker it returns nothing, since the worker imports the pack's nodes itself."""
-    if os.environ.get("AIRLOCK_WORKER") == "1":
+    if settings.get().worker:
         return {}, {}
     pack_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     if os.path.isfile(os.path.join(pack_dir, "prestartup_script.py")):
@@ -218,20 +216,22 @@ def status() -> list[dict[str, Any]]:
     return [p.status() for p in packs] + failed
 
 
+def pack(name: str) -> IsolatedPack | None:
+    """The loaded pack called ``name``; None when it is not loaded (or failed)."""
+    with _LOCK:
+        return _PACKS.get(name)
+
+
 def memory_status() -> dict[str, Any]:
     """Workers with what they hold, and ComfyUI's own ledger (host models and stand-ins)."""
-    from comfy_airlock.host.bridge import BRIDGE, ledger_rows
-
     workers = status()
     for w in workers:
-        report = BRIDGE.last_report(w["pack"]) or {}
+        report = LEDGER.last_report(w["pack"]) or {}
         rows = report.get("models") or []
         w["held"] = sum(int(r["resident"]) for r in rows if r["device"] != "cpu")
         w["reserved"] = report.get("reserved")
         w["floor"] = report.get("floor")
         w["rss"] = report.get("rss")
-    from comfy_airlock.host.ram import RAM
-
     return {"workers": workers, "ledger": ledger_rows(), "ram": dict(RAM.state)}
 
 

@@ -1,5 +1,7 @@
-"""One isolated pack as the host sees it: its environment, its (lazily started) worker, the
-calls its proxies forward, and what the UI should hear while a node runs."""
+"""One isolated pack as the host sees it: its environment, its (lazily started) worker and the
+calls its proxies forward. It is the worker handle the memory bridge works through
+(``memory/shapes.py``: ``WorkerHandle``); what its worker sends during a call goes to
+``events.py``."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from comfy_airlock import sandbox
+from comfy_airlock import sandbox, settings
 from comfy_airlock._native import CallInterrupted
-from comfy_airlock.host import comfy_state, ram, server_bridge
-from comfy_airlock.host.bridge import BRIDGE, Bridge
+from comfy_airlock.host import comfy_state, events
+from comfy_airlock.host.memory import admission, heartbeat
+from comfy_airlock.host.memory.ledger import LEDGER
+from comfy_airlock.host.memory.ram import RAM
 from comfy_airlock.host.timing import Timing
 from comfy_airlock.supervisor import Worker
 from comfy_airlock.worker_env import worker_env
@@ -32,6 +36,8 @@ class PackStats:
     errors: int = 0
     busy_s: float = 0.0
     last_error: str | None = None
+    # The worker's traceback of that error, when it raised in the worker (the panel shows it).
+    last_traceback: str | None = None
 
 
 @dataclass
@@ -59,10 +65,9 @@ class IsolatedPack:
     busy: int = 0
     # When the last call ended (monotonic): idle workers release their models after a while.
     idle_since: float = field(default_factory=time.monotonic)
-    # Admission holds of loads not yet done (host/admission.py), given back when the worker
+    # Admission holds of loads not yet done (memory/admission.py), given back when the worker
     # says the load is done, or when no call is in flight any more.
     holds: list[int] = field(default_factory=list)
-    bridge: Bridge = BRIDGE
     _worker: Worker | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -101,7 +106,7 @@ class IsolatedPack:
             "comfy_requirements": self.comfy,
             **comfy_state.main_identity(),
         }
-        ours = {"AIRLOCK_COMFY": json.dumps(comfy), "AIRLOCK_WORKER": "1"}
+        ours = {settings.ENV["comfy"]: json.dumps(comfy), settings.ENV["worker"]: "1"}
         # Not the host's environment (its API keys): an allow-list, the pack's [env_vars], ours.
         env = worker_env(self.env_vars, ours)
         env.pop(sandbox.ENV, None)  # only ever the rules made here
@@ -149,7 +154,7 @@ class IsolatedPack:
             w, self._worker = self._worker, None
         if w is not None:
             w.close(grace)
-        self.bridge.drop_pack(self.name)
+        LEDGER.drop_pack(self.name)
 
     # --- calls ---------------------------------------------------------------------------
 
@@ -158,8 +163,8 @@ class IsolatedPack:
         stopped by ComfyUI's cancel and by the pack's call deadline."""
         t0 = time.perf_counter()
         self.stats.calls += 1
-        self.bridge.sync()
-        ram.RAM.push_headroom(self)
+        heartbeat.sync()
+        RAM.push_headroom(self)
         self.busy += 1
         try:
             if not node:
@@ -171,40 +176,26 @@ class IsolatedPack:
                     interrupted=_host_interrupted(),
                     deadline=self.call_deadline,
                 )
-            mismatch = self.bridge.mismatched.get(self.name)
+            mismatch = LEDGER.mismatched.get(self.name)
             if mismatch is not None:
                 raise mismatch  # its report said so during the call: nothing it holds is booked
             return result
         except BaseException as e:
             self.stats.errors += 1
             self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            self.stats.last_traceback = getattr(e, "remote_traceback", None)
             if not self.alive():
-                self.bridge.drop_pack(self.name)
+                LEDGER.drop_pack(self.name)
             raise
         finally:
             self.busy -= 1
             self.idle_since = time.monotonic()
             if self.busy == 0 and self.holds:
-                from comfy_airlock.host import admission
-
                 admission.release(self)
             self.stats.busy_s += time.perf_counter() - t0
 
     def _on_event(self, topic: str, payload: Any) -> Any:
-        if topic in ("admit?", "oom?", "loaded"):
-            from comfy_airlock.host import admission
-
-            if topic == "loaded":
-                return admission.release(self, list((payload or {}).get("holds") or ()))
-            return admission.answer(self.bridge, self, topic, payload)
-        if topic == "telemetry":
-            w = self._worker
-            if w is not None:
-                self.bridge.reconcile(self, w.generation, payload)
-        elif topic == "server?":
-            return server_bridge.answer(payload)
-        else:
-            _on_event(topic, payload)
+        return events.route(self, topic, payload)
 
     # --- memory ----------------------------------------------------------------------------
 
@@ -273,17 +264,18 @@ class IsolatedPack:
             "torch": (info or {}).get("torch"),
             "numpy": (info or {}).get("numpy"),
             "rss_mib": _rss_mib(pid),
-            # Host RAM it page-locked (its report) and its ceiling (host/ram.py).
-            "pinned": (self.bridge.last_report(self.name) or {}).get("pinned"),
-            "pin_ceiling": ram.RAM.ceiling(self.name),
+            # Host RAM it page-locked (its report) and its ceiling (memory/ram.py).
+            "pinned": (LEDGER.last_report(self.name) or {}).get("pinned"),
+            "pin_ceiling": RAM.ceiling(self.name),
             # Its worker is on another card than the host (None: the same, or not known yet).
-            "device_mismatch": _text(self.bridge.mismatched.get(self.name)),
+            "device_mismatch": _text(LEDGER.mismatched.get(self.name)),
             "calls": self.stats.calls,
             "errors": self.stats.errors,
             "busy_s": round(self.stats.busy_s, 3),
             "last_error": self.stats.last_error,
+            "last_traceback": self.stats.last_traceback,
             "env": self.env_dir,
-            "models": [r for r in self.bridge.rows() if r["pack"] == self.name],
+            "models": [r for r in LEDGER.rows() if r["pack"] == self.name],
         }
 
 
@@ -317,52 +309,6 @@ def _with_worker_traceback(e: BaseException, pack: str, node_id: str) -> None:
         f"{head}\n\n[comfy-airlock] {node_id!r} raised in the worker of pack {pack!r}:\n{tb}",
     )
     e._airlock_annotated = True  # type: ignore[attr-defined]
-
-
-# --- events from workers ---------------------------------------------------------------------
-
-
-def _on_event(topic: str, payload: Any) -> None:
-    """Runs on the thread that is calling the worker, i.e. inside the node's execution
-    context, so ComfyUI attributes progress to the right node."""
-    if topic == "progress":
-        value, total, preview = payload
-        utils = sys.modules.get("comfy.utils")
-        hook = getattr(utils, "PROGRESS_BAR_HOOK", None)
-        if hook is not None:
-            hook(value, total, _preview(preview))
-    elif topic == "send_sync":
-        event, data, sid = payload
-        server = _prompt_server()
-        data = server_bridge.ui_data(event, data)
-        if server is not None and data is not server_bridge.DROP:
-            server.send_sync(event, data, sid)
-    elif topic == "progress_text":
-        text, node_id, sid = payload
-        server = _prompt_server()
-        if server is not None:
-            server.send_progress_text(text, node_id, sid)
-    else:
-        log.debug("ignored worker event %r", topic)
-
-
-def _prompt_server() -> Any:
-    server = sys.modules.get("server")
-    return getattr(getattr(server, "PromptServer", None), "instance", None)
-
-
-def _preview(preview: Any) -> Any:
-    if preview is None:
-        return None
-    try:
-        import numpy as np
-        from PIL import Image
-
-        fmt, pixels, max_size = preview
-        return (fmt, Image.fromarray(np.asarray(pixels)), max_size)
-    except Exception as e:
-        log.debug("preview dropped: %s", e)
-        return None
 
 
 def _text(e: BaseException | None) -> str | None:

@@ -104,19 +104,7 @@ def _dynprompt_free(kwargs: dict[str, Any], hidden: dict[str, Any]) -> dict[str,
     return kwargs
 
 
-def build_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
-    """A node class that ComfyUI cannot tell from the real one, except that it runs nowhere."""
-    if meta.get("kind") == "v3":
-        from comfy_airlock.host.proxy_v3 import build_v3_proxy
-
-        cls = build_v3_proxy(pack, node_id, meta)
-    else:
-        cls = _build_v1(pack, node_id, meta)
-    _warn_models(pack, node_id, meta, cls)
-    return cls
-
-
-def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
+def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
     input_types = meta["INPUT_TYPES"]
     hidden = dict(input_types.get("hidden") or {})
     function = meta.get("FUNCTION") or "execute"
@@ -184,21 +172,3 @@ def _build_v1(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
 
 def class_name(node_id: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in node_id)
-
-
-def _warn_models(pack: IsolatedPack, node_id: str, meta: dict[str, Any], cls: type) -> None:
-    declared = {t for t in getattr(cls, "RETURN_TYPES", ()) or () if isinstance(t, str)}
-    for section in ("required", "optional"):
-        for spec_ in (meta["INPUT_TYPES"].get(section) or {}).values():
-            if isinstance(spec_, (list, tuple)) and spec_ and isinstance(spec_[0], str):
-                declared.add(spec_[0])
-    crossing = sorted(declared & MODEL_TYPES)
-    if crossing:
-        log.warning(
-            "[comfy-airlock] node %r of isolated pack %r takes or returns %s; model objects "
-            "cannot cross the process boundary (values between two nodes pass through "
-            "ComfyUI, even within one pack), so running it will fail",
-            node_id,
-            pack.name,
-            ", ".join(crossing),
-        )

@@ -12,25 +12,25 @@ request starts it.
 A request is read whole (ComfyUI's ``--max-upload-size`` bounds it), sent to the worker as
 method, raw path, raw headers and body (plain values, no pickle), answered there by the real
 handler, and its status, headers and body come back. The call runs on a thread of our own,
-never on ComfyUI's event loop, and is bounded by ``AIRLOCK_ROUTE_TIMEOUT`` seconds.
+never on ComfyUI's event loop, and is bounded by the ``route_timeout_s`` setting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from comfy_airlock import settings
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.host.server_bridge import prompt_server
 
 log = logging.getLogger("comfy_airlock")
 
-TARGET = "comfy_airlock.worker.routes:serve"
+TARGET = "comfy_airlock.worker.comfy:serve_route"
 # Bodies above this cross as an array, through shared memory, not in a frame.
 _INLINE = 1 << 20
 # Set by the host's own server, not copied from the worker's.
@@ -45,10 +45,7 @@ _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="airlock-route")
 
 def timeout() -> float:
     """Seconds a forwarded request may take, waiting for the worker included."""
-    try:
-        return max(1.0, float(os.environ.get("AIRLOCK_ROUTE_TIMEOUT", "60")))
-    except ValueError:
-        return 60.0
+    return max(1.0, settings.get().route_timeout_s)
 
 
 def remember(pack: IsolatedPack, routes: list[dict[str, Any]]) -> None:
@@ -152,7 +149,7 @@ async def _forward(name: str, request: Any) -> Any:
             loop.run_in_executor(_POOL, pack.call, TARGET, req), bound + 5
         )
     except asyncio.TimeoutError:
-        msg = f"pack {name!r} did not answer {where} within {bound:.0f} s (AIRLOCK_ROUTE_TIMEOUT)"
+        msg = f"pack {name!r} did not answer {where} within {bound:.0f} s ({settings.ENV['route_timeout_s']})"
         return _error(web, 504, msg)
     except Exception as e:
         first = f"{type(e).__name__}: {e}".splitlines()[0][:500]

@@ -7,7 +7,7 @@ The key (``_native.scan_key``, also what ``airlock doctor`` reads) covers the pa
 sources and config, the environment (its key is a hash of its lock), the ComfyUI tree's
 version, this package's sources and our protocol: any of those changing makes a new scan, so a
 cached failure is retried once the pack, its env or comfy-airlock changes (or with
-``AIRLOCK_RESCAN=1``). Only failures of the pack's own code
+the ``rescan`` setting). Only failures of the pack's own code
 are cached (an exception raised in the worker, with its traceback): a worker that died or did
 not start in time may do better next time. JSON cannot tell a tuple from a list and ComfyUI
 can (a combo's options are a list inside an input's tuple), so tuples are tagged.
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import comfy_airlock
-from comfy_airlock import _native
+from comfy_airlock import _native, settings
 
 
 def package_dir() -> str:
@@ -37,9 +37,9 @@ def key(pack_dir: str, env_key: str, comfyui_dir: str | None) -> str:
 
 
 def rescan_forced() -> bool:
-    """``AIRLOCK_RESCAN=1``: cached failures are ignored (e.g. an import that needed the
+    """The ``rescan`` setting: cached failures are ignored (e.g. an import that needed the
     network, now back)."""
-    return os.environ.get("AIRLOCK_RESCAN", "").strip().lower() in ("1", "true", "yes")
+    return settings.get().rescan
 
 
 def failure_of(e: BaseException) -> dict[str, Any] | None:

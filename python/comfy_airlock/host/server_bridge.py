@@ -8,10 +8,13 @@ read in-process.
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
 from comfy_airlock.server_surface import QUEUE_ATTRS, QUEUE_METHODS
+
+log = logging.getLogger("comfy_airlock")
 
 # upstream's BinaryEventTypes (protocol.py)
 _UNENCODED_PREVIEW_IMAGE = 2
@@ -75,16 +78,30 @@ DROP = object()
 def ui_data(event: Any, data: Any) -> Any:
     """``send_sync`` data as upstream's ``send`` expects it: previews as PIL images. A preview
     that cannot be made whole is ``DROP``: upstream's publish loop would die on it."""
-    from comfy_airlock.host.pack import _preview
-
     if event == _UNENCODED_PREVIEW_IMAGE:
-        image = _preview(data)
+        image = preview(data)
         return DROP if image is None else image
     if event == _PREVIEW_IMAGE_WITH_METADATA:
         try:
-            preview, metadata = data
+            pre, metadata = data
         except (TypeError, ValueError):
             return DROP
-        image = _preview(preview)
+        image = preview(pre)
         return DROP if image is None else (image, metadata)
     return data
+
+
+def preview(data: Any) -> Any:
+    """A worker's preview ``(format, pixels, max_size)`` with the pixels as a PIL image, as
+    upstream's progress hook and ``send`` take it (None: it cannot be made whole)."""
+    if data is None:
+        return None
+    try:
+        import numpy as np
+        from PIL import Image
+
+        fmt, pixels, max_size = data
+        return (fmt, Image.fromarray(np.asarray(pixels)), max_size)
+    except Exception as e:
+        log.debug("preview dropped: %s", e)
+        return None

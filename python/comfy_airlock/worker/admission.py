@@ -7,8 +7,9 @@ call lane answered by the thread that waits for this call) with upstream's own f
 the load needs: ``1.1 * weights + max(minimum_inference_memory(), memory_required +
 extra_reserved_memory())`` per device. The host frees that much across all processes (the
 arbiter over worker models, then upstream's ``free_memory`` over its own) and answers. The load
-then runs with the worker's reserve corrected by the change of variables for its own view
-(``blind_free - true_free``, zero where the view is device-wide). A load that still runs out of
+then runs with the worker's reserve corrected by the change of variables for its own view (the
+blind term, ``seen_free - true_free`` of ``comfy_airlock.card``: zero where the view is
+device-wide; the host publishes the same term for its own view). A load that still runs out of
 memory tells the host, which frees room again, and is retried once.
 """
 
@@ -16,16 +17,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
+from comfy_airlock.card import card
+from comfy_airlock.worker import link
+
 log = logging.getLogger("comfy_airlock.worker")
 
-# Admissions and OOM retries asked by this worker, newest last (for status and tests).
-ASKED: list[dict[str, Any]] = []
 # When each model (by id) was last asked for by this worker's load_models_gpu (wall clock, as
 # the other workers' reports): the host's least-recently-used order across workers.
 LAST_USED: dict[int, float] = {}
@@ -58,37 +59,13 @@ def needs(
     }
 
 
-def view_correction(device: Any) -> int:
-    """This process's ``blind_free - true_free`` on ``device``: zero where its view is
-    device-wide (Linux), the bias of its per-process budget where it is not (WDDM: the truth is
-    NVML's, by the device's UUID; without NVML there is nothing to correct against)."""
-    sim = os.environ.get("AIRLOCK_SIM_GPU")
-    if sim:
-        from comfy_airlock.device import SimGpu
-
-        card = SimGpu.open(sim.split(os.pathsep)[0])
-        return int(card.free_seen_by(os.getpid())) - int(card.free())
-    if getattr(device, "type", None) != "cuda" or sys.platform != "win32":
-        return 0
-    import torch
-
-    from comfy_airlock import device as dev
-
-    uuid = dev.cuda_uuid(device.index or 0)
-    mem = dev.nvml_memory(uuid) if uuid else None
-    if mem is None:
-        return 0
-    free_cuda, _ = torch.cuda.mem_get_info(device)
-    return int(free_cuda) - int(mem["free"])
-
-
 @contextlib.contextmanager
 def corrected_reserve(mm: Any, devices: list[Any]) -> Iterator[None]:
-    """The worker's ``EXTRA_RESERVED_VRAM`` raised by its view's bias during the load, so its
-    upstream targets true free memory (never clamped: a view above the truth adds, one below
+    """The worker's ``EXTRA_RESERVED_VRAM`` raised by its view's blind term during the load, so
+    its upstream targets true free memory (never clamped: a view above the truth adds, one below
     subtracts)."""
     base = mm.EXTRA_RESERVED_VRAM
-    term = max((view_correction(d) for d in devices), default=0)
+    term = max((card(d).blind_term() for d in devices), default=0)
     mm.EXTRA_RESERVED_VRAM = base + term
     try:
         yield
@@ -97,8 +74,6 @@ def corrected_reserve(mm: Any, devices: list[Any]) -> Iterator[None]:
 
 
 def ask(topic: str, device: Any, need: float, minimum: float, ids: list[int]) -> dict[str, Any]:
-    from comfy_airlock.worker import runtime
-
     payload = {
         "device": str(device),
         "need": int(need),
@@ -106,12 +81,10 @@ def ask(topic: str, device: Any, need: float, minimum: float, ids: list[int]) ->
         "models": ids,
     }
     try:
-        answer = runtime.ask(topic, payload)
+        answer = link.ask(topic, payload)
     except Exception as e:  # outside a call, or a host without a bridge: load as upstream would
         log.debug("no admission from the host (%s): loading on this worker's own view", e)
         answer = {"granted": None, "error": str(e)}
-    ASKED.append({"topic": topic, **payload, "answer": answer})
-    del ASKED[:-256]
     return answer if isinstance(answer, dict) else {"granted": None}
 
 
@@ -171,15 +144,13 @@ def admitted_load(original: Any, id_for: Any, ledger_lock: Any) -> Any:
 
 def _loaded(answers: list[dict[str, Any]]) -> None:
     """The load the host admitted is done (or failed): its bytes are on the card now (or never
-    will be), so the host gives back the admission's hold at once (host/admission.py), not at
+    will be), so the host gives back the admission's hold at once (host/memory/admission.py), not at
     the end of the node."""
     holds = [a["hold"] for a in answers if isinstance(a, dict) and a.get("hold") is not None]
     if not holds:
         return
-    from comfy_airlock.worker import runtime
-
     try:
-        runtime.emit("loaded", {"holds": holds})
+        link.emit("loaded", {"holds": holds})
     except Exception as e:  # outside a call: the host releases at the end of the call anyway
         log.debug("could not tell the host the load is done: %s", e)
 

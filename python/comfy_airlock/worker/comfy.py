@@ -1,9 +1,9 @@
 """The ComfyUI side of a worker: the same ComfyUI source tree, the host's directories and flags,
 a stand-in ``server.PromptServer`` whose messages reach the host's UI, and the pack's nodes.
 
-Preloaded by the host (``AIRLOCK_PRELOAD``) before the worker connects, so it runs once per
-process and again in every new generation. Its configuration is the JSON in ``AIRLOCK_COMFY``,
-written by :mod:`comfy_airlock.host.packs`.
+Preloaded by the host (the ``preload`` setting) before the worker connects, so it runs once per
+process and again in every new generation. Its configuration is the ``comfy`` setting (JSON),
+written by :mod:`comfy_airlock.host.pack` (``IsolatedPack._spawn``).
 
 The host calls :func:`scan` once per pack version (the result is cached by content hash) and
 :func:`run` for every node method it forwards; nothing here is imported by the host.
@@ -17,13 +17,13 @@ import enum
 import importlib
 import importlib.util
 import inspect
-import json
 import logging
 import os
 import sys
 import types
 from typing import Any
 
+from comfy_airlock import settings
 from comfy_airlock.node_surface import FOLDER_ROOTS, folder_to_scan, model_kind, python_module
 from comfy_airlock.worker import describe, interrupts, models, server_shim, startup
 from comfy_airlock.worker import routes as _routes
@@ -32,7 +32,7 @@ from comfy_airlock.worker.server_shim import encode_preview as _encode_preview
 
 log = logging.getLogger("comfy_airlock.worker")
 
-_CONFIG: dict[str, Any] = json.loads(os.environ.get("AIRLOCK_COMFY", "{}"))
+_CONFIG: dict[str, Any] = settings.get().comfy
 _PACK: types.ModuleType | None = None
 _PREPARED = False
 _NODES: dict[str, type] = {}
@@ -367,6 +367,13 @@ def _run_v3(node_id: str, method: str, kwargs: dict[str, Any]) -> Any:
         method, method
     )
     return _await(getattr(clone, name)(**kwargs))
+
+
+def serve_route(request: dict[str, Any]) -> dict[str, Any]:
+    """One HTTP request the host forwarded to the pack's routes (host/routes.py's call target):
+    the pack is imported first, as a first node call would."""
+    _load_pack()
+    return _routes.serve(request)
 
 
 def run(node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:

@@ -22,8 +22,10 @@ import sys
 import time
 from collections.abc import Callable
 
+from comfy_airlock.card import truth
+
 #: Seconds between attempts, and how many, when this process has a context that NVML does not
-#: list (a container's own pid namespace): each attempt loads NVML.
+#: list (a container's own pid namespace).
 RETRY_S = 5.0
 ATTEMPTS = 3
 
@@ -56,21 +58,16 @@ def _may_have_context() -> bool:
     """Cheap gate before loading NVML: torch has initialised CUDA here, or, where a simulated
     card stands for the GPU (tests, benchmarks; the fake NVML reports it), this process is on
     it."""
-    sim = os.environ.get("AIRLOCK_SIM_GPU")
-    if sim:
-        from comfy_airlock.device import SimGpu
-
-        card = SimGpu.open(sim.split(os.pathsep)[0])
-        return any(pid == os.getpid() for pid, _ in card.processes())
+    sim = truth().sim()
+    if sim is not None:
+        return any(pid == os.getpid() for pid, _ in sim.processes())
     torch = sys.modules.get("torch")
     return torch is not None and bool(torch.cuda.is_initialized())
 
 
 def _used_by_me() -> int | None:
-    from comfy_airlock import device
-
     try:
-        devices = device.nvml_devices()
+        devices = truth().nvml_devices()
     except Exception:
         return None
     me = os.getpid()

@@ -9,17 +9,16 @@ Two kinds of model are known:
 
 Each has a size, its resident bytes on its device, and a sequence number bumped whenever its
 residency changes, so the host never lets an older report overwrite a newer one. The host's
-stand-ins (``comfy_airlock.host.standin``) send commands on the control lane; they run here on
+stand-ins (``comfy_airlock.host.memory.standin``) send commands on the control lane; they run here on
 the control thread, also while a node runs, but never on a model the running node uses.
 
 Freed bytes are measured after the fact: for a CUDA device, ``memory_reserved`` before and after
-the unload and ``empty_cache``; for a module on the simulated GPU (``AIRLOCK_SIM_GPU``, tests and
-benchmarks), its booking on the simulated card.
+the unload and ``empty_cache``; for a module on the simulated GPU (tests and benchmarks: the
+process's device truth, ``comfy_airlock.card``), its booking on the simulated card.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import itertools
 import os
@@ -30,7 +29,9 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from comfy_airlock.worker import floor, ram
+from comfy_airlock.card import my_device_uuid, truth
+from comfy_airlock.worker import admission, floor, interrupts, link, ram
+from comfy_airlock.worker.on_import import after_import
 
 _LOCK = threading.RLock()
 _IDS = itertools.count(1)
@@ -39,20 +40,12 @@ _PUBLISH: Any = None  # set by the runtime: publishes a report to the control th
 # Patchers the running call asked ``load_models_gpu`` for (None between calls).
 _CALL_USED: set[int] | None = None
 
-# The last commands run, newest last: (model, op, arg, bytes or refusal), for status and tests.
-COMMANDS: collections.deque[tuple[int, str, float, Any]] = collections.deque(maxlen=256)
-
 # A model id per object, for as long as the object lives.
 _ID_OF: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
 def _sim():
-    path = os.environ.get("AIRLOCK_SIM_GPU")
-    if not path:
-        return None
-    from comfy_airlock.device import SimGpu
-
-    return SimGpu.open(path.split(os.pathsep)[0])  # several cards: the first is cuda:0
+    return truth().sim()  # several cards: the first is cuda:0
 
 
 class _Module:
@@ -208,10 +201,8 @@ def _watch_loads() -> None:
     mm = sys.modules.get("comfy.model_management")
     if mm is None or getattr(mm.load_models_gpu, "_airlock", False):
         return
-    from comfy_airlock.worker.admission import admitted_load
-
     original = mm.load_models_gpu
-    admitted = admitted_load(original, _id_for, _LOCK)
+    admitted = admission.admitted_load(original, _id_for, _LOCK)
 
     def load_models_gpu(models, *args, **kwargs):
         used = _CALL_USED
@@ -225,8 +216,6 @@ def _watch_loads() -> None:
 
 
 def _patcher_rows() -> list[dict[str, Any]]:
-    from comfy_airlock.worker.admission import LAST_USED
-
     rows = []
     for lm in _loaded_models():
         p = lm.model
@@ -246,7 +235,7 @@ def _patcher_rows() -> list[dict[str, Any]]:
                 "size": size,
                 "resident": resident,
                 "seq": _PATCHER_SEEN[i][0],
-                "last_used": LAST_USED.get(i, 0.0),
+                "last_used": admission.LAST_USED.get(i, 0.0),
                 "in_use": False,
             }
         )
@@ -286,7 +275,7 @@ def report() -> dict[str, Any]:
                 }
             )
         # After every row's: a model this report does not list, known from an older row, was
-        # gone when it was made (the host zeroes its stand-in, host/bridge.py).
+        # gone when it was made (the host zeroes its stand-in, host/memory/ledger.py).
         seq = next(_SEQ)
     return {
         "pid": os.getpid(),
@@ -299,7 +288,7 @@ def report() -> dict[str, Any]:
         # Device memory no model accounts for, measured once (worker/floor.py); None before.
         "floor": floor.floor(lambda: sum(r["resident"] for r in rows if r["device"] != "cpu")),
         # The card this worker means by its CUDA device (None before it has one): the host
-        # checks it is its own (host/bridge.py).
+        # checks it is its own (host/memory/ledger.py).
         "device_uuid": _device_uuid(),
     }
 
@@ -309,10 +298,8 @@ _UUID: list[str] = []  # found once: a process's device does not change
 
 def _device_uuid() -> str | None:
     if not _UUID:
-        from comfy_airlock import device
-
         try:
-            uuid = device.my_device_uuid()
+            uuid = my_device_uuid()
         except Exception:
             uuid = None
         if uuid is None:
@@ -356,12 +343,6 @@ def _run_patcher(lm: Any, op: str, arg: float) -> int:
 
 def execute(model: int, op: str, arg: float) -> tuple[int | None, str | None, dict[str, Any]]:
     """Runs one command from the host; returns (bytes, refusal, report)."""
-    done, refusal, rep = _execute(model, op, arg)
-    COMMANDS.append((model, op, arg, done if refusal is None else refusal))
-    return done, refusal, rep
-
-
-def _execute(model: int, op: str, arg: float) -> tuple[int | None, str | None, dict[str, Any]]:
     if op in ("pin_ceiling", "cache_headroom"):  # for the worker, not a model
         return ram.command(op, arg), None, publish()
     with _LOCK:
@@ -422,14 +403,12 @@ def end_call() -> dict[str, Any] | None:
     return r
 
 
-def install(link: Any) -> None:
+def install(worker_link: Any) -> None:
     """Connects the registry to the control thread (called by the runtime once connected)."""
     global _PUBLISH
-    _PUBLISH = link.publish
-    link.set_model_handler(execute)
+    _PUBLISH = worker_link.publish
+    worker_link.set_model_handler(execute)
     publish()
-    from comfy_airlock.worker.on_import import after_import
-
     after_import("comfy.model_management", _on_comfy_imported)
 
 
@@ -437,16 +416,7 @@ def _on_comfy_imported(module: Any) -> None:
     """``comfy.model_management`` was just imported, maybe by a running node: its loads from
     now on are admitted, and, inside a call, marked in use."""
     global _CALL_USED
-    from comfy_airlock.worker import interrupts
-
     _watch_loads()
     interrupts.attach_comfy()
-    if _CALL_USED is None and _PUBLISH is not None and _in_call():
+    if _CALL_USED is None and _PUBLISH is not None and link.in_call():
         _CALL_USED = set()
-
-
-def _in_call() -> bool:
-    from comfy_airlock.worker import runtime
-
-    link = runtime._link
-    return bool(link is not None and getattr(link, "in_call", False))

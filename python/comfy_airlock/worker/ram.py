@@ -3,7 +3,7 @@
 Upstream sizes its pinned-memory ceiling (``MAX_PINNED_MEMORY``) at import as if its process
 were alone on the machine; every worker runs its own ``comfy.model_management``, so five
 processes would each believe they may page-lock 90 % of RAM. The host splits one budget across
-itself and its workers (``comfy_airlock.host.ram``) and sends each worker its ceiling on the
+itself and its workers (``comfy_airlock.host.memory.ram``) and sends each worker its ceiling on the
 control lane; here it becomes this worker's own ``MAX_PINNED_MEMORY`` (our copy of ComfyUI,
 never the host's), and when it falls below what is registered, upstream's own ladder
 (``ensure_pin_registerable``: ``free_registrations`` over its eviction tiers) unregisters pins

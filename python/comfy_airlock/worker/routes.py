@@ -17,17 +17,17 @@ import asyncio
 import http.client
 import io
 import logging
-import os
 import socket
 import time
 from typing import Any
 
-from comfy_airlock.worker import server_shim
+from comfy_airlock import settings
+from comfy_airlock.worker import pack_app, server_shim
 
 log = logging.getLogger("comfy_airlock.worker")
 
 # Responses larger than this are refused (their body crosses in one piece).
-MAX_RESPONSE = int(os.environ.get("AIRLOCK_ROUTE_MAX_BYTES", str(1 << 30)))
+MAX_RESPONSE = settings.get().route_max_bytes
 # Bodies above this cross as an array, through shared memory, not in a frame.
 _INLINE = 1 << 20
 _HOP = {
@@ -40,26 +40,7 @@ _HOP = {
     "upgrade",
 }
 
-_RAW_PATHS: dict[int, str] = {}
 _RUNNER: Any = None
-
-
-def make_app() -> Any:
-    """The pack's ``PromptServer.instance.app``. Its router remembers the path each resource
-    was added with (aiohttp keeps only a compiled pattern), so the host can mount the same."""
-    from aiohttp import web
-
-    app = web.Application(client_max_size=1 << 40)
-    router = app.router
-    add_resource = router.add_resource
-
-    def recording(path: str, *, name: str | None = None) -> Any:
-        resource = add_resource(path, name=name)
-        _RAW_PATHS[id(resource)] = path
-        return resource
-
-    router.add_resource = recording  # type: ignore[method-assign]
-    return app
 
 
 def describe() -> list[dict[str, Any]]:
@@ -87,7 +68,7 @@ def _describe_app(app: Any) -> list[dict[str, Any]]:
         elif "prefix" in info and "app" in info:  # a sub-application
             out.append({"via": "app", "kind": "prefix", "path": info["prefix"], "name": name})
         else:
-            path = _RAW_PATHS.get(id(resource), info.get("path"))
+            path = pack_app.RAW_PATHS.get(id(resource), info.get("path"))
             if path is None:
                 log.warning("route %r of the pack cannot be described; not served", resource)
                 continue
@@ -116,10 +97,7 @@ def _describe_table(table: Any) -> list[dict[str, Any]]:
 
 
 def serve(request: dict[str, Any]) -> dict[str, Any]:
-    """Answers one request the host forwarded (the call target of host/routes.py)."""
-    from comfy_airlock.worker import comfy
-
-    comfy._load_pack()
+    """Answers one request the host forwarded (``comfy.serve_route`` loads the pack first)."""
     left = float(request["expires"]) - time.time()
     if left <= 0:  # it waited for the lane longer than the host waits for it: not run
         return _plain(504, "the request waited too long for the pack's worker; not run")
@@ -205,7 +183,7 @@ async def _exchange(raw: bytes) -> bytes:
             size += len(chunk)
             if size > MAX_RESPONSE + (1 << 16):
                 raise ValueError(
-                    f"the response is over AIRLOCK_ROUTE_MAX_BYTES ({MAX_RESPONSE} bytes)"
+                    f"the response is over {settings.ENV['route_max_bytes']} ({MAX_RESPONSE} bytes)"
                 )
             chunks.append(chunk)
         return b"".join(chunks)

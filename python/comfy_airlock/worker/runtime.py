@@ -12,10 +12,14 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from comfy_airlock import _native
+from comfy_airlock import _native, settings
 from comfy_airlock import pickling as _pickling
 from comfy_airlock import sandbox as _sandbox
 from comfy_airlock import values as _values  # noqa: F401  (installs the codec hooks)
+from comfy_airlock.worker import interrupts, link, models, ram
+from comfy_airlock.worker.link import ask, emit
+
+__all__ = ["ask", "emit", "main", "serve"]
 
 
 def _version(dist: str) -> str | None:
@@ -41,19 +45,18 @@ class _RecordPipe(logging.Handler):
 
 
 def _setup_logging() -> None:
-    fd = os.environ.get("AIRLOCK_LOG_FD")
-    if not fd:
+    knobs = settings.get()
+    if knobs.log_fd is None:
         return
     root = logging.getLogger()
-    root.handlers[:] = [_RecordPipe(int(fd))]
-    root.setLevel(int(os.environ.get("AIRLOCK_LOG_LEVEL", logging.WARNING)))
+    root.handlers[:] = [_RecordPipe(knobs.log_fd)]
+    root.setLevel(knobs.log_level)
 
 
 def _resolve(target: str) -> Callable[..., Any]:
     """The callable for ``target``, wrapped so that what the worker holds after the call
     reaches the host's ledger before the reply (see :mod:`comfy_airlock.worker.models`)."""
     fn = _lookup(target)
-    from comfy_airlock.worker import models, ram
 
     def call(*args: Any, **kwargs: Any) -> Any:
         tracked = models.active()
@@ -66,9 +69,10 @@ def _resolve(target: str) -> Callable[..., Any]:
             ram.leave()
             # A call may register the first model: then it reports too.
             report = models.end_call() if tracked or models.active() else None
-            if _link is not None and report is not None:
+            lk = link.LINK
+            if lk is not None and report is not None:
                 try:
-                    _link.emit("telemetry", report)
+                    lk.emit("telemetry", report)
                 except Exception as e:  # never fail a call over its report
                     logging.getLogger("comfy_airlock.worker").warning("report not sent: %s", e)
 
@@ -98,35 +102,12 @@ def _describe(exc: BaseException, tb: Any) -> tuple[str, str, str, tuple[Any, ..
     return t.__module__, t.__qualname__, message, tuple(exc.args), text
 
 
-_link: Any = None
-
-
-def emit(topic: str, payload: Any = None) -> None:
-    """Sends an event to the host for the call running now (progress, previews, UI
-    messages). It does not wait for the host. Raises outside a call."""
-    if _link is None:
-        raise _native.AirlockError("not running inside a comfy-airlock worker")
-    _link.emit(topic, payload)
-
-
-def ask(topic: str, payload: Any = None) -> Any:
-    """Asks the host ``topic`` (ending in ``?``) for the call running now and returns its
-    answer; the host answers on the thread that waits for this call, inside ComfyUI's node
-    context (admission before a load is one such question)."""
-    if _link is None:
-        raise _native.AirlockError("not running inside a comfy-airlock worker")
-    return _link.ask(topic, payload)
-
-
-def serve(link) -> None:
+def serve(worker_link: Any) -> None:
     """Runs calls until the host says stop (the loop itself is in the core)."""
-    global _link
-    _link = link
-    from comfy_airlock.worker import interrupts, models
-
-    models.install(link)
-    interrupts.install(link)
-    link.serve(_resolve, _describe)
+    link.install(worker_link)
+    models.install(worker_link)
+    interrupts.install(worker_link)
+    worker_link.serve(_resolve, _describe)
 
 
 def main() -> None:
@@ -138,16 +119,19 @@ def main() -> None:
     _pickling.install_from_env()
     # While this is the only thread, before ComfyUI or the pack is imported.
     _sandbox.apply_from_env()
-    for module in filter(None, os.environ.get("AIRLOCK_PRELOAD", "").split(",")):
+    for module in settings.get().preload:
         importlib.import_module(module)
-    link = _native.connect(
-        os.environ["AIRLOCK_SOCKET"],
+    socket = settings.get().socket
+    if socket is None:
+        raise _native.AirlockError("no socket to connect to: this is not a worker the host started")
+    worker_link = _native.connect(
+        socket,
         token,
         platform.python_version(),
         torch=_version("torch"),
         numpy=_version("numpy"),
     )
-    serve(link)
+    serve(worker_link)
     # Orderly stop: flush what we logged, then skip interpreter teardown (torch's can take
     # most of a second, and the host is waiting for us to exit).
     logging.shutdown()

@@ -36,6 +36,7 @@ import types
 from typing import Any
 
 from comfy_airlock.server_surface import QUEUE_ATTRS, QUEUE_METHODS
+from comfy_airlock.worker import link, pack_app
 
 log = logging.getLogger("comfy_airlock.worker")
 
@@ -58,10 +59,8 @@ def event_loop() -> asyncio.AbstractEventLoop:
 def emit_quietly(topic: str, payload: Any) -> None:
     """UI messages outside a call, or that cannot cross, are dropped with a warning: a pack's
     progress report must never fail its node."""
-    from comfy_airlock.worker import runtime
-
     try:
-        runtime.emit(topic, payload)
+        link.emit(topic, payload)
     except Exception as e:
         log.warning("dropped a %s message for the host: %s", topic, e)
 
@@ -94,12 +93,10 @@ def _ui_payload(event: Any, data: Any) -> Any:
 def _ask(op: str, **payload: Any) -> Any:
     """A question to the host's server. Only the call's own thread may read the lane, and only
     inside a call; elsewhere this raises ``LookupError``."""
-    from comfy_airlock.worker import runtime
-
-    if threading.current_thread() is not threading.main_thread() or runtime._link is None:
+    if threading.current_thread() is not threading.main_thread() or link.LINK is None:
         raise LookupError("the host's server can be asked only from a call's own thread")
     try:
-        return runtime.ask("server?", {"op": op, **payload})
+        return link.ask("server?", {"op": op, **payload})
     except Exception as e:
         if "outside a call" in str(e):
             raise LookupError(str(e)) from e
@@ -203,9 +200,7 @@ class PromptServer:
     def app(self) -> Any:
         """A real ``aiohttp.web.Application``; routes a pack adds to it are served by the host."""
         if self._app is None:
-            from comfy_airlock.worker import routes
-
-            self._app = routes.make_app()
+            self._app = pack_app.make_app()
         return self._app
 
     @property

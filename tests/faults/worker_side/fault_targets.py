@@ -60,9 +60,9 @@ def drop():
 
 def lane_stats():
     """This worker's call-lane pool counters."""
-    from comfy_airlock.worker import runtime
+    from comfy_airlock.worker import link
 
-    return dict(runtime._link.lane.stats())
+    return dict(link.LINK.lane.stats())
 
 
 # --- a pack's own models (numpy weights, the surface register_model reads) ---------------------
@@ -218,9 +218,9 @@ def write_raw(data, then_close=False, then_sleep=0.0):
 
 def forge_release(segment, offset, length):
     """Queues a release of a host region this worker never received; it rides with the reply."""
-    from comfy_airlock.worker import runtime
+    from comfy_airlock.worker import link
 
-    runtime._link.lane.release(0, segment, offset, length)
+    link.LINK.lane.release(0, segment, offset, length)
     return True
 
 

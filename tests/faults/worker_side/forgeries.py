@@ -64,9 +64,9 @@ def _lane_fds() -> list[int]:
 
 
 def _call_id() -> int:
-    from comfy_airlock.worker import runtime
+    from comfy_airlock.worker import link
 
-    return runtime._link.call_id
+    return link.LINK.call_id
 
 
 def _frames(kind: str) -> bytes:
@@ -156,7 +156,7 @@ def forged_array(where: str) -> np.ndarray:
     """An array that will be sent as a tensor of 64 bytes at a region the worker does not
     have: ``host`` (a host region never lent), ``unannounced`` (a worker segment never
     announced), ``outside`` (past the end of a real worker segment)."""
-    from comfy_airlock.worker import runtime
+    from comfy_airlock.worker import link
 
     _install_forger()
     a = np.zeros(64, dtype=np.uint8)
@@ -165,7 +165,7 @@ def forged_array(where: str) -> np.ndarray:
     elif where == "unannounced":
         region = (1, 4242, 0, 64)
     else:
-        side, seg, _, _ = runtime._link.lane.alloc(4096)  # announced with the frame
+        side, seg, _, _ = link.LINK.lane.alloc(4096)  # announced with the frame
         region = (side, seg, 1 << 40, 64)
     _FORGED[id(a)] = region
     return a

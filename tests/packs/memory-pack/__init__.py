@@ -10,6 +10,10 @@ import torch
 
 import comfy_airlock
 
+from . import recorder
+
+recorder.install()
+
 MODELS = {}
 
 
@@ -81,9 +85,7 @@ def offload(name, nbytes):
 
 def commands():
     """The model commands this worker has run: (model, op, arg, bytes)."""
-    from comfy_airlock.worker import models
-
-    return [list(c) for c in models.COMMANDS]
+    return [list(c) for c in recorder.COMMANDS]
 
 
 FAKES = {}
@@ -135,10 +137,8 @@ def fakes():
 def _answers_since(mark):
     """What this worker asked the host since ``mark`` (the last entry before the node ran):
     topic and the host's ``granted`` (True, False, or None for no answer)."""
-    from comfy_airlock.worker import admission
-
     out = []
-    for a in reversed(admission.ASKED):
+    for a in reversed(recorder.ASKED):
         if a is mark:
             break
         out.append({"topic": a["topic"], "granted": (a.get("answer") or {}).get("granted")})
@@ -146,12 +146,10 @@ def _answers_since(mark):
 
 
 def _node(body):
-    from comfy_airlock.worker import admission
-
     from . import sim_free
 
     sim_free.install()
-    mark = admission.ASKED[-1] if admission.ASKED else None
+    mark = recorder.ASKED[-1] if recorder.ASKED else None
     resident = body()
     held = {n: p.loaded_size() for n, p in FAKES.items()}  # what its report says, as it ends
     return {"resident": resident, "asked": _answers_since(mark), "held": held}
@@ -224,9 +222,7 @@ def stress_state():
 
 def asked():
     """The admissions and OOM retries this worker asked the host for."""
-    from comfy_airlock.worker import admission
-
-    return list(admission.ASKED)
+    return list(recorder.ASKED)
 
 
 def setup_sim(comfy=False):

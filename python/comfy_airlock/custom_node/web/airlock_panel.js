@@ -1,51 +1,37 @@
-// comfy-airlock's sidebar panel: every isolated pack, live, as GET /airlock/workers reports it
-// (its worker's pid, generation, Python, torch and numpy, memory, calls, last error; or why the
-// pack is not loaded). Polls only while the panel is shown.
+// comfy-airlock's sidebar tab in ComfyUI: every isolated pack and why any is not loaded, each
+// worker (state, pid, generation, Python/torch/numpy, RSS, calls, errors, busy time), the models
+// the workers hold and ComfyUI's own list of loaded models, RAM and device memory over the last
+// minutes, the last errors with the workers' tracebacks, and actions to restart a worker or
+// release its models. Live over ComfyUI's websocket (airlock_panel/store.js); the host side is
+// comfy_airlock/host/panel (docs/adr/0026-panel-data-flow.md).
 import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
+import { PanelStore } from "./airlock_panel/store.js";
+import { PanelView } from "./airlock_panel/view.js";
 
-const POLL_MS = 1500;
-const COLUMNS = [
-  ["pack", "pack"],
-  ["state", "state"],
-  ["pid", "pid"],
-  ["generation", "gen"],
-  ["python", "Python"],
-  ["torch", "torch"],
-  ["numpy", "numpy"],
-  ["rss_mib", "RSS MiB"],
-  ["calls", "calls"],
-  ["errors", "errors"],
-];
+const store = new PanelStore(api);
 
-function cell(tag, text, attrs = {}) {
-  const el = document.createElement(tag);
-  el.textContent = text == null ? "" : String(text);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
-  el.style.padding = "2px 6px";
-  el.style.textAlign = "left";
-  return el;
-}
-
-function renderRows(table, rows) {
-  table.replaceChildren();
-  const head = document.createElement("tr");
-  for (const [, title] of COLUMNS) head.appendChild(cell("th", title));
-  table.appendChild(head);
-  for (const row of rows) {
-    const tr = document.createElement("tr");
-    tr.setAttribute("data-pack", row.pack);
-    for (const [key] of COLUMNS) tr.appendChild(cell("td", row[key], { "data-key": key }));
-    table.appendChild(tr);
-    const why = row.error || row.last_error || row.device_mismatch;
-    if (why) {
-      const note = document.createElement("tr");
-      const td = cell("td", why, { colspan: String(COLUMNS.length), "data-key": "error" });
-      td.style.color = "var(--error-text, #f66)";
-      note.appendChild(td);
-      note.setAttribute("data-pack-error", row.pack);
-      table.appendChild(note);
+async function act(view, action, pack, button) {
+  button.disabled = true;
+  view.showResult(`${action} ${pack}…`, false);
+  try {
+    const res = await api.fetchApi(`/airlock/workers/${encodeURIComponent(pack)}/${action}`, {
+      method: "POST",
+    });
+    const body = await res.json().catch(() => ({}));
+    if (!res.ok) {
+      view.showResult(body.error || `${action} ${pack}: HTTP ${res.status}`, true);
+    } else if (action === "restart") {
+      view.showResult(`${pack}: worker restarted, generation ${body.generation}`, false);
+    } else {
+      const freed = body.released.map((r) => r.model).join(", ") || "nothing to release";
+      const busy = body.in_use.length ? ` (in use, kept: ${body.in_use.join(", ")})` : "";
+      view.showResult(`${pack}: released ${freed}${busy}`, false);
     }
+  } catch (e) {
+    view.showResult(`${action} ${pack}: ${e.message}`, true);
+  } finally {
+    button.disabled = false;
   }
 }
 
@@ -53,39 +39,15 @@ function mount(el) {
   el.replaceChildren();
   const root = document.createElement("div");
   root.className = "comfy-airlock-panel";
-  root.style.padding = "8px";
-  root.style.overflow = "auto";
-  const title = cell("h3", "Isolated packs (comfy-airlock)");
-  const status = cell("div", "loading…", { "data-key": "status" });
-  const table = document.createElement("table");
-  table.style.borderCollapse = "collapse";
-  table.style.fontSize = "12px";
-  root.append(title, status, table);
+  Object.assign(root.style, { padding: "8px", overflow: "auto", height: "100%" });
   el.appendChild(root);
-  let stopped = false;
-  async function poll() {
-    if (stopped) return;
-    if (!root.isConnected) return; // the panel was closed and its element dropped
-    if (root.offsetParent === null) {
-      timer = setTimeout(poll, POLL_MS); // hidden: ask nothing until it shows again
-      return;
-    }
-    try {
-      const res = await api.fetchApi("/airlock/workers");
-      if (!res.ok) throw new Error(`HTTP ${res.status}`);
-      const rows = await res.json();
-      renderRows(table, rows);
-      status.textContent = `${rows.length} pack(s), updated ${new Date().toLocaleTimeString()}`;
-    } catch (e) {
-      status.textContent = `cannot read /airlock/workers: ${e.message}`;
-    }
-    if (!stopped) timer = setTimeout(poll, POLL_MS);
-  }
-  let timer = setTimeout(poll, 0);
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
+  const view = new PanelView(root, store, (action, pack, button) =>
+    act(view, action, pack, button)
+  );
+  const unsubscribe = store.subscribe((kind) => view.render(kind));
+  view.render("all");
+  if (!store.loaded) store.load(); // the one read; events keep it current after
+  return unsubscribe;
 }
 
 let unmount = null;
@@ -93,6 +55,7 @@ let unmount = null;
 app.registerExtension({
   name: "comfy-airlock.panel",
   setup() {
+    store.listen(); // from the start, so a tab opened later has every change since
     app.extensionManager.registerSidebarTab({
       id: "comfy-airlock",
       icon: "pi pi-box",
@@ -110,3 +73,6 @@ app.registerExtension({
     });
   },
 });
+
+// For the browser test and the curious: the panel's state (window.comfyAirlockPanel.events).
+window.comfyAirlockPanel = store;

@@ -13,6 +13,10 @@ negative amount to shrink by).
 Every command carries ``(generation, model id)``; one for a generation that is gone is refused
 without being sent. Nothing here ever raises into upstream's loop: a failed command frees 0
 bytes, which upstream answers by detaching and dropping the entry, as it would for its own.
+
+A stand-in knows its worker only as a handle (``shapes.WorkerHandle``: a name and the control
+lane's ``model_command``) and hands the report each command returns to a callback (the ledger's
+``refresh``): it never reaches a pack or the ledger itself.
 """
 
 from __future__ import annotations
@@ -21,10 +25,14 @@ import logging
 import math
 import sys
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-if TYPE_CHECKING:
-    from comfy_airlock.host.pack import IsolatedPack
+from comfy_airlock.host.memory.reserve import RESERVE
+from comfy_airlock.host.memory.shapes import ModelRow, WorkerHandle, WorkerReport
+
+#: What a stand-in does with the report a command returns: ``(handle, generation, report)``.
+OnReport = Callable[[WorkerHandle, int, WorkerReport], None]
 
 log = logging.getLogger("comfy_airlock")
 
@@ -63,16 +71,14 @@ class StandIn:
     """One model of one worker generation, as upstream's ledger sees it."""
 
     def __init__(
-        self,
-        pack: IsolatedPack,
-        generation: int,
-        row: dict[str, Any],
+        self, handle: WorkerHandle, generation: int, row: ModelRow, on_report: OnReport
     ) -> None:
         import torch
 
-        self.pack = pack
+        self.handle = handle
+        self._on_report = on_report
         self.generation = generation
-        self.model = ModelHandle(pack.name, int(row["id"]), str(row["name"]))
+        self.model = ModelHandle(handle.name, int(row["id"]), str(row["name"]))
         self.load_device = torch.device(row["device"])
         self.offload_device = torch.device("cpu")
         self.parent = None
@@ -87,7 +93,7 @@ class StandIn:
         self.registering = False
         # The worker died or was replaced: nothing is resident any more, nothing is sent.
         self.gone = False
-        # Upstream detached it but the worker keeps (part of) it: the bridge re-inserts it.
+        # Upstream detached it but the worker keeps (part of) it: the heartbeat re-inserts it.
         self.kept = False
         # The newest worker report that listed it (its ``seq``; 0: a report without one).
         self.report_seq = 0
@@ -134,21 +140,19 @@ class StandIn:
     ) -> int:
         if self.registering:
             return 0
-        return self._command("partially_load", float(extra_memory))
+        return self.command("partially_load", float(extra_memory))
 
     def partially_unload(
         self, device_to: Any, memory_to_free: float = 0, force_patch_weights: bool = False
     ) -> int:
         # Upstream asks in terms of the host's reading, which on a blind platform (WDDM) has not
         # seen what other processes freed since the reserve was published: ask the worker for
-        # the rest only, and answer in upstream's terms (host/reserve.py; 0 device-wide).
-        from comfy_airlock.host.reserve import RESERVE
-
+        # the rest only, and answer in upstream's terms (reserve.py; 0 device-wide).
         unseen = RESERVE.unseen(self.load_device)
         want = float(memory_to_free) - unseen
         if want <= 0:
             return math.ceil(memory_to_free)
-        return max(0, self._command("partially_unload", want) + unseen)
+        return max(0, self.command("partially_unload", want) + unseen)
 
     def partially_unload_ram(self, ram_to_free: float, subsets: Any = None) -> int:
         return 0
@@ -166,17 +170,15 @@ class StandIn:
         # ``unseen`` is 0 and this is a full unload, as asked.
         asked = _upstream_request()
         if asked is not None:
-            from comfy_airlock.host.reserve import RESERVE
-
             unseen = RESERVE.unseen(self.load_device)
             want = asked - unseen
             if unseen > 0 and want < self.loaded_size():
-                # Upstream drops the entry all the same; the bridge puts it back (kept).
+                # Upstream drops the entry all the same; the heartbeat puts it back (kept).
                 self.kept = True
                 if want > 0:
-                    self._command("partially_unload", want)
+                    self.command("partially_unload", want)
                 return
-        self._command("unload", 0.0)
+        self.command("unload", 0.0)
 
     # --- ours ---------------------------------------------------------------------------
 
@@ -185,13 +187,11 @@ class StandIn:
         no longer holds it (it unloaded it whole, or the pack let go)."""
         if report_seq <= self.report_seq or self.resident <= 0:
             return
-        from comfy_airlock.host.reserve import RESERVE
-
         self.report_seq = report_seq
         self.resident = 0
         RESERVE.released()
 
-    def update(self, row: dict[str, Any]) -> bool:
+    def update(self, row: ModelRow) -> bool:
         """Takes a newer report of this model; an older one never overwrites a newer one."""
         seq = int(row["seq"])
         self.in_use = bool(row.get("in_use"))
@@ -202,17 +202,17 @@ class StandIn:
         self.size = int(row["size"])
         resident = int(row["resident"])
         if resident < self.resident:
-            from comfy_airlock.host.reserve import RESERVE
-
             RESERVE.released()
         self.resident = resident
         return True
 
-    def _command(self, op: str, arg: float) -> int:
+    def command(self, op: str, arg: float) -> int:
+        """Sends ``op`` to the worker; returns the bytes it freed or loaded (0 on a refusal or
+        a failure, which never raises)."""
         if self.gone:
             return 0
         try:
-            done, refusal, report = self.pack.model_command(
+            done, refusal, report = self.handle.model_command(
                 self.generation, self.model.model_id, op, arg
             )
         except Exception as e:  # the worker died mid-command: nothing freed, nothing raised
@@ -220,7 +220,7 @@ class StandIn:
             self.gone = True
             return 0
         if report:
-            self.pack.bridge.refresh(self.pack, self.generation, report)
+            self._on_report(self.handle, self.generation, report)
         if refusal:
             log.debug("[comfy-airlock] %s: %s refused: %s", self.model, op, refusal)
             return 0

@@ -14,7 +14,7 @@ shrinks only on a measured release (a worker freed bytes or exited): a momentary
 of the blind view must not let the host load into memory that is not free. And it shrinks only
 where no upstream loop is running, because the stand-ins translate upstream's requests with the
 value upstream read (below): on ComfyUI's execution thread at a call boundary
-(:meth:`Bridge.reconcile`), or on the heartbeat once no stand-in has been asked for two
+(``heartbeat.sync``), or on the heartbeat once no stand-in has been asked for two
 intervals (so that host-only work after a release does not keep a stale reserve). A shrink that
 lands inside a slow loop after all errs towards evicting more, never towards over-admission.
 
@@ -27,41 +27,56 @@ not seen, in both WDDM regimes), and a stand-in asked for ``n`` bytes frees ``n 
 nothing once the truth suffices — and answers in upstream's terms. Device-wide, ``unseen`` is 0.
 
 This number (and aimdo's headroom where aimdo runs) is the only thing besides the stand-ins
-that comfy-airlock writes into the host's ComfyUI. ``AIRLOCK_RESERVE=off`` publishes nothing
+that comfy-airlock writes into the host's ComfyUI. The ``reserve`` setting off publishes nothing
 and translates nothing (the term is still computed and reported): the switch the scenarios use
 to show what the host does without it (docs/memory.md), and an escape hatch.
+
+The rule (:class:`BlindTermRule`: when a fresh term replaces the one in force) is pure; the
+:class:`Reserve` around it only reads the card and writes the two numbers.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
-#: The environment switch: ``off`` (or ``0``, ``false``, ``no``) disables the reserve.
-RESERVE_ENV = "AIRLOCK_RESERVE"
+from comfy_airlock import settings
+from comfy_airlock.card import card, truth
 
 
-def enabled() -> bool:
-    return os.environ.get(RESERVE_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
+@dataclass
+class BlindTermRule:
+    """When a fresh term replaces the one in force: at once when it grows; when it shrinks,
+    only at a moment no upstream loop runs (``shrink``) and after a measured release."""
+
+    term: int = 0
+    released: bool = False
+
+    def take(self, fresh: int, shrink: bool) -> int:
+        if fresh > self.term or (shrink and self.released):
+            self.term = fresh
+        if shrink:
+            self.released = False  # a release is measured into the term once
+        return self.term
 
 
 class Reserve:
+    """The rule in force, published into the host's ComfyUI."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._base: int | None = None
-        self._term = 0
-        self._released = False
+        self.rule = BlindTermRule()
+        self.base: int | None = None  # EXTRA_RESERVED_VRAM before we first wrote it
+        self.published: int | None = None  # what we last wrote there
         self._asked = 0.0  # when a stand-in last translated a request (monotonic)
-        self.published: int | None = None
-        self.aimdo: int | None = None  # aimdo's headroom as last published (None: not ours)
 
     def released(self) -> None:
         """A release was measured (a stand-in freed bytes, a worker went away)."""
         with self._lock:
-            self._released = True
+            self.rule.released = True
 
     def update(self, term: int, shrink: bool = False) -> int:
         """Takes a fresh ``blind_free - true_free`` and publishes; returns the term in force.
@@ -69,53 +84,41 @@ class Reserve:
         quiet heartbeat), so a measured release may lower the term."""
         mm = sys.modules.get("comfy.model_management")
         with self._lock:
-            if term > self._term or (shrink and self._released):
-                self._term = term
-            if shrink:
-                self._released = False  # a release is measured into the term once
-            if mm is None or not enabled():
-                return self._term
-            if self._base is None:
-                if self._term == 0:
+            term = self.rule.take(term, shrink)
+            if mm is None or not settings.get().reserve:
+                return term
+            if self.base is None:
+                if term == 0:
                     return 0  # device-wide (or nothing held): never touch the host's number
-                self._base = int(mm.EXTRA_RESERVED_VRAM)
-            value = max(0, self._base + self._term)
+                self.base = int(mm.EXTRA_RESERVED_VRAM)
+            value = max(0, self.base + term)
             mm.EXTRA_RESERVED_VRAM = value
             self.published = value
-            self.aimdo = publish_aimdo(self._base, self._term)
-            return self._term
+            publish_aimdo(self.base, term)
+            return term
 
     def published_term(self) -> int:
         """The term inside the number upstream reads now (0 while nothing is published)."""
         with self._lock:
-            if self._base is None or self.published is None:
+            if self.base is None or self.published is None:
                 return 0
-            return self.published - self._base
+            return self.published - self.base
 
     def unseen(self, device: Any) -> int:
         """Bytes other processes freed on ``device`` since the published term was measured,
         which the host's blind reading has not seen (negative: they took more). 0 when the
         reserve is off or the reading is device-wide."""
-        if not enabled() or str(device) != reserve_device():
+        if not settings.get().reserve or str(device) != reserve_device():
             return 0  # the published term is measured on the host's device only
         with self._lock:
             self._asked = time.monotonic()
-        return self.published_term() - term_on(device)
+        return self.published_term() - card(device).blind_term()
 
     def quiet(self, seconds: float) -> bool:
         """No stand-in has translated a request for ``seconds``: no upstream loop over worker
         models is running (as far as the bridge can tell)."""
         with self._lock:
             return time.monotonic() - self._asked >= seconds
-
-    def state(self) -> dict[str, Any]:
-        with self._lock:
-            return {
-                "base": self._base,
-                "term": self._term,
-                "published": self.published,
-                "enabled": enabled(),
-            }
 
 
 def publish_aimdo(base: int, term: int) -> int | None:
@@ -141,17 +144,10 @@ def publish_aimdo(base: int, term: int) -> int | None:
     return value
 
 
-def term_on(device: Any) -> int:
-    """``blind_free - true_free`` on ``device`` now (0 where nothing is blind)."""
-    from comfy_airlock.host.admission import Card
-
-    return Card(str(device)).blind_term()
-
-
 def reserve_device() -> str | None:
     """The device whose term the reserve publishes: the host's CUDA device (the simulated
     card's ``cuda:0`` in tests), or None without one."""
-    if os.environ.get("AIRLOCK_SIM_GPU"):
+    if truth().sim() is not None:
         return "cuda:0"
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_available():
@@ -159,10 +155,10 @@ def reserve_device() -> str | None:
     return f"cuda:{torch.cuda.current_device()}"
 
 
-def current_term() -> int:
+def host_blind_term() -> int:
     """``blind_free - true_free`` on the host's device now (0 where nothing is blind)."""
     device = reserve_device()
-    return 0 if device is None else term_on(device)
+    return 0 if device is None else card(device).blind_term()
 
 
 RESERVE = Reserve()

@@ -28,12 +28,11 @@ import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from comfy_airlock.device import host_ram
-
-if TYPE_CHECKING:
-    from comfy_airlock.host.bridge import Bridge
+from comfy_airlock.host.memory.ledger import LEDGER, Ledger
+from comfy_airlock.host.memory.shapes import WorkerHandle
 
 log = logging.getLogger("comfy_airlock")
 
@@ -112,8 +111,8 @@ def host_headroom() -> int:
 
 
 class RamBudget:
-    """The split in force: recomputed whenever workers' reports arrive (the bridge's heartbeat
-    and reconciliation), sent to the workers whose ceiling changed."""
+    """The split in force: recomputed whenever workers' reports arrive (the heartbeat and each
+    call boundary), sent to the workers whose ceiling changed."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -122,16 +121,16 @@ class RamBudget:
         # What each worker (pack, generation) was last sent: {"pin_ceiling": n, ...}.
         self._sent: dict[tuple[str, int], dict[str, int]] = {}
 
-    def update(self, bridge: Bridge) -> dict[str, int]:
+    def update(self, ledger: Ledger = LEDGER) -> dict[str, int]:
         """Recomputes the split from the latest reports and sends what changed; returns the
         ceilings. Single flight: concurrent callers wait, so sends stay in order."""
         with self._lock:
             ram = host_ram()
             limit = budget(int(ram["total"]))
-            packs = [p for p in bridge.packs() if p.generation() is not None]
+            packs = [p for p in ledger.handles() if p.generation() is not None]
             holders: dict[str, Holder] = {}
             for p in packs:
-                report = bridge.last_report(p.name) or {}
+                report = ledger.last_report(p.name) or {}
                 holders[p.name] = Holder(int(report.get("pinned") or 0), idle=not p.busy)
             hp = host_pinned()
             ceilings = split(limit, hp, holders)
@@ -146,8 +145,8 @@ class RamBudget:
             }
             in_force = {}
             for p in packs:
-                self._send(p, "pin_ceiling", ceilings[p.name])
-                self._send(p, "cache_headroom", self.state["headroom"])
+                self._send(p, "pin_ceiling", ceilings[p.name], ledger)
+                self._send(p, "cache_headroom", self.state["headroom"], ledger)
                 sent = self._sent.get((p.name, p.generation()), {}).get("pin_ceiling")
                 # A raise below RAISE_STEP is not sent: the worker keeps its lower ceiling.
                 in_force[p.name] = ceilings[p.name] if sent is None else min(sent, ceilings[p.name])
@@ -158,7 +157,7 @@ class RamBudget:
                 del self._sent[key]
             return dict(in_force)
 
-    def push_headroom(self, pack: Any) -> None:
+    def push_headroom(self, pack: WorkerHandle) -> None:
         """Before a call (the execution thread): the host's headroom for the prompt that runs,
         if the worker was told another one (its first call: the next update tells it)."""
         value, generation = host_headroom(), pack.generation()
@@ -166,9 +165,9 @@ class RamBudget:
         if generation is None or sent is None or sent.get("cache_headroom") == value:
             return
         with self._lock:
-            self._send(pack, "cache_headroom", value)
+            self._send(pack, "cache_headroom", value, LEDGER)
 
-    def _send(self, pack: Any, op: str, value: int) -> None:
+    def _send(self, pack: WorkerHandle, op: str, value: int, ledger: Ledger) -> None:
         generation = pack.generation()
         if generation is None:
             return
@@ -191,7 +190,7 @@ class RamBudget:
                     "[comfy-airlock] %s unpinned %d bytes (ceiling %d)", pack.name, done, value
                 )
             if isinstance(report, dict):
-                pack.bridge.refresh(pack, key[1], report)
+                ledger.refresh(pack, key[1], report)  # type: ignore[arg-type]
 
     def ceiling(self, pack: str) -> int | None:
         """The ceiling last computed for ``pack``'s worker (None before the first split)."""

@@ -383,13 +383,13 @@ RUST_ONLY: dict[str, tuple[str, str, str]] = {
         "the most segments (each a file descriptor in ComfyUI) one worker may hand over at once",
     ),
     "AIRLOCK_SIM_SEMANTICS": (
-        "airlock-device/src/semantics.rs",
+        "airlock-sim/src/semantics.rs",
         "`device_wide`",
         "tests: the semantics of simulated cards created without explicit ones (`wddm`, "
         "`wddm:key=value,...`)",
     ),
     "AIRLOCK_SIGNAL_FD": (
-        "airlock-supervisor/src/spawn.rs",
+        "airlock-supervisor/src/signal_page.rs",
         "set by the core",
         "internal: the interrupt page a worker inherits",
     ),

@@ -96,7 +96,8 @@ pub fn probe_env(
 }
 
 /// Whether NVIDIA's management library loads and initialises here (a driver is up), read by
-/// the same NVML reader the memory bridge uses (`AIRLOCK_NVML_LIBRARY` names another library).
+/// the same NVML reader the memory bridge uses ([`airlock_device::NVML_LIBRARY_ENV`] names
+/// another library).
 pub fn nvml_present() -> bool {
     airlock_device::Nvml::open().is_ok()
 }

@@ -56,7 +56,7 @@ fn device_dict<'py>(py: Python<'py>, info: &DeviceInfo) -> PyResult<Bound<'py, P
     Ok(d)
 }
 
-/// Opens NVML at `library` (else `AIRLOCK_NVML_LIBRARY`, else `libnvidia-ml.so.1`); `None`
+/// Opens NVML at `library` (else the one `NVML_LIBRARY_ENV` names, else `libnvidia-ml.so.1`); `None`
 /// when it is unavailable.
 fn open_nvml(library: Option<PathBuf>) -> PyResult<Option<CoreNvml>> {
     let opened = match library {
@@ -114,7 +114,7 @@ pub struct Nvml {
 
 #[pymethods]
 impl Nvml {
-    /// NVML from `library`, `AIRLOCK_NVML_LIBRARY` or the driver's `libnvidia-ml.so.1`;
+    /// NVML from `library`, the one `NVML_LIBRARY_ENV` names, or the driver's `libnvidia-ml.so.1`;
     /// `None` when it cannot be loaded or initialised.
     #[staticmethod]
     #[pyo3(signature = (library = None))]
@@ -201,7 +201,7 @@ pub struct DeviceTruth {
 #[pymethods]
 impl DeviceTruth {
     /// The device `uuid` (NVML's or torch's spelling) through NVML at `library`, else
-    /// `AIRLOCK_NVML_LIBRARY`, else the driver's. Raises `DeviceError` when NVML answers but has
+    /// the one `NVML_LIBRARY_ENV` names, else the driver's. Raises `DeviceError` when NVML answers but has
     /// no such device.
     #[staticmethod]
     #[pyo3(signature = (uuid, library = None))]

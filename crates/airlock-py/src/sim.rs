@@ -41,7 +41,7 @@ pub struct SimGpu {
 impl SimGpu {
     /// Creates a card of `total` bytes at `path`, which must not exist. `semantics` is
     /// `"device_wide"`, `"wddm"` or `"wddm:key=value,..."`; `None` reads
-    /// `AIRLOCK_SIM_SEMANTICS`, else device-wide.
+    /// the variable `SIM_SEMANTICS_ENV` names, else device-wide.
     #[staticmethod]
     #[pyo3(signature = (path, total, name = "sim0", uuid = None, semantics = None))]
     fn create(
@@ -74,7 +74,7 @@ impl SimGpu {
             .map_err(|e| sim_error(py, &e))
     }
 
-    /// Opens the card named by `AIRLOCK_SIM_GPU`; `None` when it is unset.
+    /// Opens the card the variable `SIM_GPU_ENV` names; `None` when it is unset.
     #[staticmethod]
     fn from_env(py: Python<'_>) -> PyResult<Option<SimGpu>> {
         CoreSim::from_env()

@@ -91,7 +91,10 @@ fn print_machine(opts: &EnvOptions, m: &Machine) {
             u.path.display(),
             u.version().unwrap_or("unknown version")
         ),
-        None => println!("uv       not found: install the `uv` package or set AIRLOCK_UV"),
+        None => println!(
+            "uv       not found: install the `uv` package or set {}",
+            airlock_env::UV_ENV
+        ),
     }
     println!(
         "NVML     {}",

@@ -24,12 +24,19 @@ use gc::gc;
 #[derive(Debug, Parser)]
 #[command(name = "airlock", version)]
 struct Cli {
-    /// Where environments live [default: $AIRLOCK_HOME, else
-    /// $XDG_DATA_HOME/comfy-airlock, else ~/.local/share/comfy-airlock]
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        help = format!("Where environments live [default: {}]", airlock_env::HOME_DEFAULTS)
+    )]
     home: Option<PathBuf>,
-    /// The uv binary to use [default: $AIRLOCK_UV, else the `uv` package's, else PATH]
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        help = format!("The uv binary to use [default: {}]", airlock_env::UV_DEFAULTS)
+    )]
     uv: Option<PathBuf>,
     /// uv as found by the `uv` Python package (passed by comfy_airlock.cli).
     #[arg(long, global = true, hide = true, value_name = "PATH")]
@@ -143,26 +150,16 @@ pub fn run(argv: Vec<String>, interrupted: &dyn Fn() -> bool) -> i32 {
     }
 }
 
-/// `AIRLOCK_PACKS_PATH`: more folders of packs, separated like `PATH`.
-fn extra_roots() -> Vec<PathBuf> {
-    env::var_os("AIRLOCK_PACKS_PATH")
-        .map(|v| {
-            env::split_paths(&v)
-                .filter(|p| !p.as_os_str().is_empty())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 pub(crate) fn discover(base: &Path) -> Vec<DiscoveredPack> {
-    discover_packs(base, &extra_roots())
+    discover_packs(base, &airlock_env::packs_path_from_env())
 }
 
 pub(crate) fn where_packs_go(base: &Path) -> String {
     format!(
-        "no packs found: put packs in {}, in a folder listed in AIRLOCK_PACKS_PATH, or give a \
-         pack in {} an airlock.toml",
+        "no packs found: put packs in {}, in a folder listed in {}, or give a pack in {} an \
+         airlock.toml",
         base.join("isolated_nodes").display(),
+        airlock_env::PACKS_PATH_ENV,
         base.join("custom_nodes").display()
     )
 }

@@ -1,17 +1,29 @@
 """Type stubs for the Rust extension module ``comfy_airlock._native`` (``crates/airlock-py``).
 
-Every dict the module returns or accepts has a ``TypedDict`` here, each field documented (the
-style of pydantic-core's stubs). The dicts exist only at this edge: in Rust they are typed
-structs (``crates/airlock-wire/src/memory.rs`` for the memory protocol, ADR 0020). The
-``TypedDict`` classes and the aliases (``Region``, ``ModelCommand``, ``ModelHandler``) exist for
+Every dict the module returns or accepts has a ``TypedDict``, each field documented (the style
+of pydantic-core's stubs): here, or, for the thin wrappers' public types, in
+``comfy_airlock.env`` and ``comfy_airlock.device``, imported below. The dicts exist only at
+this edge: in Rust they are typed structs (``crates/airlock-wire/src/memory.rs`` for the
+memory protocol, ADR 0020). The ``TypedDict`` classes defined here and the aliases (``Region``, ``ModelCommand``, ``ModelHandler``) exist for
 type checkers only; import them under ``TYPE_CHECKING``. Checked against the built module with
-``python -m mypy.stubtest comfy_airlock._native`` (its only reports are those names, and the
-defaults of ``Worker``'s ``signal_after``/``kill_after``, which pyo3 shows as ``...``).
+``python -m mypy.stubtest comfy_airlock._native`` (its only reports are those typing-only names,
+and the defaults of ``Worker``'s ``signal_after``/``kill_after``, which pyo3 shows as ``...``).
 """
 
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypedDict, final
+
+# The TypedDicts of the thin wrappers, defined (and documented) once, where they are public.
+from comfy_airlock.device import (
+    Demotions,
+    HostRam,
+    NvmlDevice,
+    NvmlMemory,
+    ProcessView,
+    WddmParams,
+)
+from comfy_airlock.env import DiscoveredPack, EnvInfo, PackConfig
 
 PROTOCOL_VERSION: int
 """The wire protocol's version: host and worker must run the same (the handshake checks)."""
@@ -404,105 +416,6 @@ class ConfigError(EnvError):
 class EnvMissing(EnvError):
     """The env is missing or stale and building was not allowed."""
 
-class SandboxConfig(TypedDict):
-    """A pack's ``[sandbox]``."""
-
-    enabled: bool
-    """Whether the worker applies the Landlock sandbox."""
-    network: bool
-    """Whether TCP and UDP stay allowed."""
-    read: list[str]
-    """Extra paths the worker may read."""
-    write: list[str]
-    """Extra paths the worker may write (relative ones are inside the pack's folder)."""
-
-class PackConfig(TypedDict):
-    """A pack's config (``airlock.toml`` or ``comfy-env.toml``)."""
-
-    name: str
-    """The pack's name."""
-    dir: str
-    """The pack's folder."""
-    file: str
-    """The config file read."""
-    format: str
-    """Its file name: ``"airlock.toml"`` or ``"comfy-env.toml"``."""
-    python: str | None
-    """The Python version asked for (None: the host's)."""
-    dependencies: list[str]
-    """PyPI requirements."""
-    requirements_file: str | None
-    """A ``requirements.txt`` the requirements came from."""
-    index_url: str | None
-    """The package index."""
-    extra_index_urls: list[str]
-    """More indexes."""
-    find_links: list[str]
-    """Find-links locations."""
-    env_vars: dict[str, str]
-    """Environment variables of the worker."""
-    entry: str | None
-    """The module the worker imports as the pack."""
-    comfy: bool | None
-    """Whether ComfyUI's requirements go in (None: detected from the pack's imports)."""
-    call_deadline: float | None
-    """Seconds one call may run (None: no deadline)."""
-    sandbox: SandboxConfig
-    """The sandbox."""
-    pickle: list[str]
-    """Types that may cross with pickle (``module.QualName``)."""
-
-class DiscoveredPack(TypedDict):
-    """A pack found by ``discover_packs``."""
-
-    name: str
-    """Its name."""
-    dir: str
-    """Its folder."""
-    placement: Literal["managed", "custom_nodes"]
-    """``"managed"``: in ``isolated_nodes/`` or ``AIRLOCK_PACKS_PATH`` (only we import it);
-    ``"custom_nodes"``: ComfyUI imports its ``__init__.py``."""
-    opted_in: bool
-    """A ``custom_nodes`` pack whose ``__init__.py`` calls ``register_nodes``."""
-    config: PackConfig | None
-    """Its config; None when it is invalid."""
-    error: str | None
-    """Why the config is invalid."""
-
-class EnvInfo(TypedDict):
-    """A pack's ready environment (``ensure_env``)."""
-
-    name: str
-    """The pack's name."""
-    pack_dir: str
-    """The pack's folder."""
-    python: str
-    """The env's interpreter."""
-    env_dir: str
-    """The env's folder."""
-    key: str
-    """The env's key (content-addressed by its lock and interpreter)."""
-    lock_path: str
-    """The lock the env was synced from."""
-    log_path: str
-    """The pack's build log."""
-    built: bool
-    """Whether uv ran for this call."""
-    env_vars: dict[str, str]
-    """Environment variables of the worker."""
-    entry: str | None
-    """The module the worker imports as the pack."""
-    comfy: bool
-    """Whether ComfyUI's requirements are in the env."""
-    python_version: str
-    """The interpreter's version."""
-    call_deadline: float | None
-    """Seconds one call may run (None: no deadline)."""
-    sandbox: SandboxConfig
-    """The sandbox."""
-    pickle: list[str]
-    """Types that may cross with pickle."""
-
 def pickle_denied_modules() -> list[str]:
     """The modules ``pickle = [...]`` may never name."""
 
@@ -561,40 +474,6 @@ class DeviceMismatch(DeviceError):
     pack: str
     host_uuid: str
     worker_uuid: str
-
-class WddmParams(TypedDict):
-    """A WDDM card's parameters (bytes; the seed's measurements by default)."""
-
-    pinned_bias: int
-    """A budget set by the process's own start, relative to the true free memory."""
-    repartition_bias: int
-    """A budget set by a re-partition, relative to the true free memory."""
-    repartition_below: int
-    """Free memory below which the video memory manager re-partitions."""
-
-class Demotions(TypedDict):
-    """What over-admission cost a process on a WDDM card."""
-
-    count: int
-    """Times it was demoted."""
-    bytes: int
-    """Bytes demand-paged to shared system memory."""
-
-class ProcessView(TypedDict):
-    """One process on a simulated card."""
-
-    pid: int
-    """Its pid."""
-    used: int
-    """Bytes it has booked."""
-    free_seen: int
-    """What it reads as free (its budget on WDDM)."""
-    repartitioned: bool
-    """Whether a re-partition set its budget (WDDM)."""
-    demotions: int
-    """Times it was demoted (WDDM)."""
-    demoted_bytes: int
-    """Bytes demoted (WDDM)."""
 
 @final
 class SimGpu:
@@ -683,34 +562,6 @@ class SimGpu:
     def slots_in_use(self) -> int:
         """Booking slots not free (a leak shows here)."""
 
-class DeviceMemory(TypedDict):
-    """One device's memory, device-wide, as NVML reports it."""
-
-    uuid: str
-    """The device's UUID in NVML's spelling."""
-    total: int
-    """Bytes."""
-    free: int
-    """Bytes free, every process counted."""
-    used: int
-    """Bytes used."""
-
-class DeviceProcess(TypedDict):
-    """A process NVML lists on a device."""
-
-    pid: int
-    """Its pid."""
-    used: int
-    """Its bytes."""
-
-class NvmlDevice(DeviceMemory):
-    """One device NVML knows."""
-
-    name: str
-    """The device's name."""
-    processes: list[DeviceProcess] | None
-    """Its processes; None where NVML cannot say (WDDM)."""
-
 @final
 class Nvml:
     """An initialised NVML, kept open for repeated reads."""
@@ -724,7 +575,7 @@ class Nvml:
         """The library as it was asked for."""
     def devices(self) -> list[NvmlDevice]:
         """Every device, in NVML's order."""
-    def memory(self, uuid: str) -> DeviceMemory | None:
+    def memory(self, uuid: str) -> NvmlMemory | None:
         """Memory of the device ``uuid`` (NVML's or torch's spelling); None if unknown."""
 
 @final
@@ -740,32 +591,18 @@ class DeviceTruth:
     @property
     def available(self) -> bool:
         """Whether NVML answers."""
-    def memory(self) -> DeviceMemory | None:
+    def memory(self) -> NvmlMemory | None:
         """Its memory now, device-wide; None without NVML."""
 
 def nvml_devices(library: str | os.PathLike[str] | None = None) -> list[NvmlDevice] | None:
     """Every NVML device, or None when NVML is unavailable (loads NVML for this one read)."""
 
-def nvml_memory(uuid: str, library: str | os.PathLike[str] | None = None) -> DeviceMemory | None:
+def nvml_memory(uuid: str, library: str | os.PathLike[str] | None = None) -> NvmlMemory | None:
     """Memory of the device ``uuid``, or None when NVML is unavailable or has no such device."""
 
 def resolve_device(host_uuid: str, workers: list[tuple[str, str]]) -> str:
     """The UUID the host and every worker ``(pack, uuid)`` share; ``DeviceMismatch`` naming
     the first pack on another card."""
-
-class HostRam(TypedDict):
-    """Host RAM as this process may use it."""
-
-    total: int
-    """Bytes: the binding cgroup limit, else the machine's memory."""
-    used: int
-    """Bytes used (page cache included)."""
-    available: int
-    """Bytes available."""
-    source: Literal["cgroup_v2", "cgroup_v1", "machine"]
-    """Where the reading comes from."""
-    cgroup: str | None
-    """The binding cgroup directory; None for the machine."""
 
 def host_ram() -> HostRam:
     """Host RAM as this process's memory cgroup limits it."""

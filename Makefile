@@ -36,6 +36,7 @@ setup:
 # one release build serves the tests and the wheel test.
 build: setup
 	bash scripts/develop.sh
+	$(PY) -c 'from comfy_airlock.compat import install_pth; install_pth()'
 
 # The wheel users install (dist/comfy_airlock-*-cp310-abi3-manylinux_2_28_x86_64.whl, zig-linked;
 # scripts/wheel.sh). Cached by its inputs' hash; tests/comfyui/test_wheel_install.py installs it

@@ -98,12 +98,12 @@ def test_config_errors_name_pack_file_key_and_line(tmp_path: Path):
     assert "airlock.toml:2: unknown key `dependecies`" in msg
     assert ei.value.pack == "typo"
 
+    # What comfy-env itself refuses is refused by name (conda and [cuda] are read: ADR 0024).
+    pixi = write_pack(tmp_path, "pixi", {"comfy-env.toml": '[environments]\ngpu = ["x"]\n'})
+    with pytest.raises(comfy_airlock.ConfigError, match=r"\[environments\] is not supported"):
+        airlock_env.pack_config(pixi)
     conda = write_pack(tmp_path, "conda", {"comfy-env.toml": '[dependencies]\nmesalib = "*"\n'})
-    with pytest.raises(comfy_airlock.ConfigError, match="conda dependencies are not supported yet"):
-        airlock_env.pack_config(conda)
-    cuda = write_pack(tmp_path, "cuda", {"nodes/comfy-env.toml": '[cuda]\npackages = ["x"]\n'})
-    with pytest.raises(comfy_airlock.ConfigError, match=r"\[cuda\] is not supported yet"):
-        airlock_env.pack_config(cuda)
+    assert airlock_env.pack_config(conda)["conda"] == ["mesalib *"]
 
 
 def test_discover_packs_keeps_going_past_a_broken_pack(tmp_path: Path, monkeypatch):

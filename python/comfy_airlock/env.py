@@ -98,6 +98,16 @@ class PackConfig(TypedDict):
     """The sandbox."""
     pickle: list[str]
     """Types that may cross with pickle (``module.QualName``)."""
+    prestart: bool
+    """Whether the worker starts with ComfyUI (``prestart = true``) rather than at first need."""
+    conda: list[str] | None
+    """comfy-env.toml's conda match specs (None: no conda packages; ADR 0024)."""
+    channels: list[str]
+    """The conda channels."""
+    cuda_packages: list[str]
+    """comfy-env.toml's ``[cuda] packages``: wheels matched to the host's torch and CUDA."""
+    notices: list[str]
+    """What the config says that is read but not acted on."""
 
 
 class DiscoveredPack(TypedDict):
@@ -145,19 +155,29 @@ class EnvInfo(TypedDict):
     """Whether ComfyUI's requirements are in the env."""
     python_version: str
     """The interpreter's version."""
+    conda: bool
+    """Whether the env is a conda prefix (ADR 0024)."""
+    notices: list[str]
+    """What its config says that is read but not acted on."""
     call_deadline: float | None
     """Seconds one call may run (None: no deadline)."""
     sandbox: Sandbox
     """The sandbox."""
     pickle: list[str]
     """Types that may cross with pickle."""
+    prestart: bool
+    """Whether the worker starts with ComfyUI rather than at first need."""
 
 
-def pack_config(pack_dir: str | os.PathLike[str]) -> PackConfig:
+def pack_config(
+    pack_dir: str | os.PathLike[str], config: str | os.PathLike[str] | None = None
+) -> PackConfig:
     """Reads the config of the pack in ``pack_dir`` (``airlock.toml`` wins over
-    ``comfy-env.toml``). Raises :class:`ConfigError` naming the pack, the file, the line and
-    the key."""
-    return _native.pack_config(os.fspath(pack_dir))  # type: ignore[return-value]
+    ``comfy-env.toml``), or its comfy-env config ``config``. Raises :class:`ConfigError`
+    naming the pack, the file, the line and the key."""
+    return _native.pack_config(  # type: ignore[return-value]
+        os.fspath(pack_dir), None if config is None else os.fspath(config)
+    )
 
 
 def discover_packs(
@@ -182,6 +202,7 @@ def ensure_env(
     host_python: str | os.PathLike[str] | None = None,
     build: bool = True,
     progress: Callable[[str], None] | None = None,
+    config: str | os.PathLike[str] | None = None,
 ) -> EnvInfo:
     """Makes sure the pack in ``pack_dir`` has its environment and returns it.
 
@@ -194,7 +215,8 @@ def ensure_env(
     ``comfyui_dir`` (default ``$COMFYUI_DIR``) supplies ComfyUI's requirements to packs that
     import ComfyUI; ``host_python`` (default: this interpreter) is used by packs that do not
     ask for a Python version; ``uv`` and ``home`` override the core's ``uv`` and ``home``
-    settings (the user guide's table).
+    settings (the user guide's table). ``config`` names one of the pack's comfy-env configs
+    (:func:`comfy_env_configs`), each its own environment.
 
     Raises :class:`ConfigError` for a bad config, :class:`EnvMissing`, or :class:`EnvError`
     (with ``pack``, ``requirement``, ``log_path`` and ``uv_message`` attributes).
@@ -211,4 +233,11 @@ def ensure_env(
         host_python=opt(host_python) or sys.executable,
         build=build,
         progress=progress,
+        config=opt(config),
     )
+
+
+def comfy_env_configs(pack_dir: str | os.PathLike[str]) -> list[str]:
+    """The ``comfy-env.toml`` files of a pack as comfy-env binds them, each one environment:
+    ``nodes/comfy-env.toml``, else each ``nodes/<sub>/comfy-env.toml`` (ADR 0025)."""
+    return _native.comfy_env_configs(os.fspath(pack_dir))  # type: ignore[no-any-return]

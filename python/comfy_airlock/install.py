@@ -90,6 +90,14 @@ def install(place: places.Place) -> list[str]:
     made = not place.isolated_nodes.exists()
     place.isolated_nodes.mkdir(exist_ok=True)
     lines.append(f"{place.isolated_nodes}: {'created' if made else 'already there'}")
+    from comfy_airlock import compat
+
+    pth = compat.install_pth()
+    real = compat.real_comfy_env()
+    lines.append(
+        f"{pth}: comfy_env for comfy-env packs"
+        + (f" (a real comfy-env is installed at {real} and is used instead)" if real else "")
+    )
     where = f" --comfyui {place.comfyui}" if place.comfyui else ""
     if place.comfyui and place.base != place.comfyui:
         where += f" --base {place.base}"

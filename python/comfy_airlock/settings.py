@@ -170,6 +170,15 @@ class Settings:
         "is otherwise kept until the pack or its environment changes)",
         shown="`0`",
     )
+    start_on_queue: bool = knob(
+        "AIRLOCK_START_ON_QUEUE",
+        _switch(on_unless=("0", "false", "no")),
+        True,
+        "`0` (or `false`, `no`): a queued prompt does not start the workers it needs; each "
+        "starts when its pack's first node runs (`prestart = true` still starts one with "
+        "ComfyUI)",
+        shown="`1`",
+    )
     worker_env: tuple[str, ...] = knob(
         "AIRLOCK_WORKER_ENV",
         _list(","),
@@ -387,6 +396,23 @@ RUST_ONLY: dict[str, tuple[str, str, str]] = {
         "`device_wide`",
         "tests: the semantics of simulated cards created without explicit ones (`wddm`, "
         "`wddm:key=value,...`)",
+    ),
+    "AIRLOCK_CONDA_CHANNEL_ALIAS": (
+        "airlock-conda/src/channels.rs",
+        "`https://conda.anaconda.org`",
+        "where conda channel names (`conda-forge`) point: a mirror's URL, or a local folder of "
+        "channels (comfy-env packs with conda packages)",
+    ),
+    "AIRLOCK_CUDA_WHEELS": (
+        "airlock-env/src/cuda_wheels.rs",
+        "comfy-env's `COMFY_ENV_CUDA_WHEELS_INDEX`, else its cuda-wheels index",
+        "where a comfy-env pack's `[cuda] packages` are looked up: a URL, or a folder laid out "
+        "the same way",
+    ),
+    "AIRLOCK_CUDA_VERSION": (
+        "airlock-env/src/cuda_wheels.rs",
+        "conda's `CONDA_OVERRIDE_CUDA`, else the host torch's CUDA",
+        "the CUDA version `[cuda] packages` wheels must match",
     ),
     "AIRLOCK_SIGNAL_FD": (
         "airlock-supervisor/src/signal_page.rs",

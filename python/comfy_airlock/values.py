@@ -48,6 +48,8 @@ class Codec:
 
 _BY_TYPE: dict[type, Codec] = {}
 _BY_NAME: dict[str, Codec] = {}
+# comfy-env's serializers match a class by its __name__ along the MRO (host/comfy_env_api.py).
+_BY_CLASS_NAME: dict[str, tuple[str, Callable[[Any], Any], Callable[[Any], Any]]] = {}
 
 
 def register_codec(
@@ -62,6 +64,29 @@ def register_codec(
     _BY_TYPE[type_] = codec
     _BY_NAME[name] = codec
     return codec
+
+
+def register_codec_by_class_name(
+    name: str, class_name: str, encode: Callable[[Any], Any], decode: Callable[[Any], Any]
+) -> None:
+    """A codec for any class named ``class_name`` or deriving from one (comfy-env's
+    ``register_serializer``); exact-type codecs are looked up first."""
+    _BY_CLASS_NAME[class_name] = (name, encode, decode)
+    _BY_NAME[name] = Codec(name, object, encode, decode)
+
+
+def name_codec_count() -> int:
+    return len(_BY_CLASS_NAME)
+
+
+def _codec_by_class_name(t: type) -> Codec | None:
+    for cls in t.__mro__:
+        found = _BY_CLASS_NAME.get(cls.__name__)
+        if found is not None:
+            codec = Codec(found[0], t, found[1], found[2])
+            _BY_TYPE[t] = codec
+            return codec
+    return None
 
 
 # --- dtypes ---------------------------------------------------------------------------------
@@ -240,6 +265,8 @@ def _received(lane, addr: int, nbytes: int):
 def encode_other(lane, obj):
     """Called by the core for any value that is not an exact builtin."""
     codec = _BY_TYPE.get(type(obj))
+    if codec is None and _BY_CLASS_NAME:
+        codec = _codec_by_class_name(type(obj))
     if codec is not None:
         return ("x", codec.name, codec.encode(obj))
     policy = pickling.current()

@@ -80,7 +80,7 @@ def test_v3_object_info_is_native(pair):
     assert repeat["deprecated"] is False and repeat["experimental"] is False
     assert repeat["output_tooltips"] == ["text, times over"]
     assert repeat["search_aliases"] is None
-    assert repeat["input"]["hidden"] == {"unique_id": ["UNIQUE_ID"]}
+    assert repeat["input"]["hidden"] == {"unique_id": ["UNIQUE_ID"], "dynprompt": ["DYNPROMPT"]}
     assert native["ShapesV3Noise"]["search_aliases"] == ["random image"]
     assert repeat["python_module"] == module_of("real-shapes-v3")
 
@@ -127,8 +127,9 @@ def test_v3_outputs_are_native(pair):
         "3": {"class_type": "ShapesV3Digest", "inputs": {"image": ["2", 0], "label": ["1", 0]}},
     }
     native, _ = assert_same_outputs(pair, prompt)
-    # The lazy label was asked for, and carries the hidden unique_id of its node.
-    assert native["3"]["text"][0] == "ab+ab+ab@1"
+    # The lazy label was asked for, and carries the hidden unique_id of its node and what its
+    # DYNPROMPT says of it.
+    assert native["3"]["text"][0] == "ab+ab+ab@1:ShapesV3Repeat"
 
 
 def test_v3_validation_is_native(pair):

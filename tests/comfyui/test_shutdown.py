@@ -7,9 +7,11 @@ directory, no worker temp dir, no shared-memory segment held by anyone.
 Each case measures, from the signal, when the worker is gone and when ComfyUI is, and prints
 both (``pytest -s``). The worker must be gone, and nothing left, within 2 s. After SIGTERM
 ComfyUI dies at once (the default action, as natively), so it is held to 2 s too. After SIGINT
-ComfyUI runs its interpreter's finalization, which alone takes upstream ComfyUI 7-14 s on a
-loaded 2-core machine (it is CPU-bound); what comfy-airlock adds to it, stopping the workers at
-exit, must take at most 1.5 s (its own log line says how long), and ComfyUI must exit.
+ComfyUI runs its interpreter's finalization, which alone takes upstream ComfyUI 7-16 s on a
+loaded 2-core machine (full garbage collections in CPython's ``Py_FinalizeEx``, about 3 CPU
+seconds; bench/shutdown.py, docs/benchmarks.md); what comfy-airlock adds to it, stopping the
+workers at exit, must take at most 1.5 s (its own log line says how long), and ComfyUI must
+exit.
 """
 
 from __future__ import annotations

@@ -122,7 +122,11 @@ class Browser:
 
     def _seen(self, request) -> None:
         if "/airlock/" in request.url:
-            self.requests.append((request.method, request.url.split("/airlock/", 1)[1]))
+            path = request.url.split("/airlock/", 1)[1]
+            # Not the panel's: the list of isolated packs' extensions, read once as the page
+            # loads its extensions (web/isolated_extensions.js, ADR 0021).
+            if path != "extensions":
+                self.requests.append((request.method, path))
 
     def cell(self, pack: str, key: str):
         """A figure of a pack's card (state, pid, generation, ...)."""

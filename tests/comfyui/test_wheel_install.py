@@ -74,6 +74,7 @@ def test_wheel_is_one_abi3_manylinux_file(wheel):
     web = (
         "airlock_panel.js",
         *(f"airlock_panel/{m}.js" for m in ("store", "view", "chart", "format")),
+        "isolated_extensions.js",
     )
     for f in ("__init__.py", "pyproject.toml", "requirements.txt", *(f"web/{w}" for w in web)):
         assert f"comfy_airlock/custom_node/{f}" in names

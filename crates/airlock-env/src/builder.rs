@@ -25,12 +25,15 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::comfy::{self, ComfyReason};
+use crate::conda_env::{self, CondaPlan};
 use crate::config::PackConfig;
+use crate::cuda_wheels;
 use crate::error::{BuildError, EnvError, IoOp, NotReady};
 use crate::home::{Home, pack_id};
 use crate::host_pins;
 use crate::inputs::{Inputs, env_key};
 use crate::interpreter::{Finder, Interpreter};
+use crate::plan_extras;
 use crate::progress::Progress;
 use crate::record::{PackRecord, now, read_json, write_json};
 use crate::uv::{RunLog, Uv, UvLocator};
@@ -80,6 +83,10 @@ pub struct EnvInfo {
     pub inputs_hash: String,
     /// The interpreter the env was created from.
     pub interpreter: Interpreter,
+    /// Whether the env is a conda prefix (its `bin/` then holds conda's programs too).
+    pub conda: bool,
+    /// What the pack's config says that is not acted on (see `PackConfig::notices`).
+    pub notices: Vec<String>,
 }
 
 /// What a pack's env must be, computed without running uv.
@@ -90,6 +97,14 @@ pub struct Plan {
     pub comfy: Option<ComfyReason>,
     pub inputs: Inputs,
     pub inputs_hash: String,
+    /// The conda part, for packs with conda packages.
+    pub conda: Option<CondaPlan>,
+    /// `[cuda] packages` to look up, and what their wheels must match (None: the host's torch
+    /// has no CUDA, so they are skipped, as comfy-env does).
+    pub cuda: Vec<String>,
+    pub cuda_target: Option<cuda_wheels::Target>,
+    /// Lines the build log and `airlock doctor` show (from the config and from planning).
+    pub notices: Vec<String>,
 }
 
 /// Whether a pack's env can be used now.
@@ -138,7 +153,27 @@ pub fn ensure_env(
     build: bool,
     progress: &dyn Progress,
 ) -> Result<EnvInfo, EnvError> {
-    let config = PackConfig::load(pack_dir)?;
+    ensure_env_at(pack_dir, None, opts, build, progress)
+}
+
+/// The config of the pack in `pack_dir`: `config_file`, one of the pack's comfy-env configs
+/// (each its own env), else the pack's own.
+pub fn load_config(pack_dir: &Path, config_file: Option<&Path>) -> Result<PackConfig, EnvError> {
+    Ok(match config_file {
+        Some(f) => PackConfig::load_comfy_env(pack_dir, f)?,
+        None => PackConfig::load(pack_dir)?,
+    })
+}
+
+/// [`ensure_env`] for the env of `config_file` (see [`load_config`]).
+pub fn ensure_env_at(
+    pack_dir: &Path,
+    config_file: Option<&Path>,
+    opts: &EnvOptions,
+    build: bool,
+    progress: &dyn Progress,
+) -> Result<EnvInfo, EnvError> {
+    let config = load_config(pack_dir, config_file)?;
     let name = config.name.clone();
     let result = ensure_config(config, opts, build, progress);
     progress.finish(&name);
@@ -172,7 +207,10 @@ fn ensure_config(
         Ok(text) => (text, false),
         Err(_) => (resolve(&plan, &uv, opts, &log)?, true),
     };
-    let key = env_key(&lock_text, &plan.inputs.interpreter);
+    let key = env_key(
+        &conda_env::keyed_lock(&resolution, &lock_text),
+        &plan.inputs.interpreter,
+    );
     let created = build_env(&plan, &uv, &lock_text, &key, opts, &log)?;
     let info = info(&plan, opts, &key, resolved || created);
     record(&plan, &info, opts)?;
@@ -181,14 +219,32 @@ fn ensure_config(
 
 /// Whether the pack in `pack_dir` has a usable env, without building anything.
 pub fn env_state(pack_dir: &Path, opts: &EnvOptions) -> Result<(Plan, EnvState), EnvError> {
-    let plan = plan(pack_dir, opts)?;
+    env_state_at(pack_dir, None, opts)
+}
+
+/// [`env_state`] for the env of `config_file` (see [`load_config`]).
+pub fn env_state_at(
+    pack_dir: &Path,
+    config_file: Option<&Path>,
+    opts: &EnvOptions,
+) -> Result<(Plan, EnvState), EnvError> {
+    let plan = plan_at(pack_dir, config_file, opts)?;
     let state = state_of(&plan, opts);
     Ok((plan, state))
 }
 
 /// Plans the env of the pack in `pack_dir` (config, ComfyUI requirements, interpreter, hash).
 pub fn plan(pack_dir: &Path, opts: &EnvOptions) -> Result<Plan, EnvError> {
-    let config = PackConfig::load(pack_dir)?;
+    plan_at(pack_dir, None, opts)
+}
+
+/// [`plan`] for the env of `config_file` (see [`load_config`]).
+pub fn plan_at(
+    pack_dir: &Path,
+    config_file: Option<&Path>,
+    opts: &EnvOptions,
+) -> Result<Plan, EnvError> {
+    let config = load_config(pack_dir, config_file)?;
     let name = config.name.clone();
     let uv = opts.uv.locate().ok();
     plan_config(config, opts, uv.as_ref(), None).map_err(|k| EnvError::build(&name, k))
@@ -219,7 +275,20 @@ fn plan_config(
         may_install: build_log.is_some(),
         log: build_log,
     };
-    let interpreter = finder.find(config.python.as_deref())?;
+    let host = opts
+        .host_python
+        .as_deref()
+        .map(host_pins::host_packages)
+        .unwrap_or_default();
+    let conda = match config.conda {
+        Some(_) => conda_env::plan(&config, &finder.find(None)?),
+        None => None,
+    };
+    let interpreter = match &conda {
+        Some(c) => c.interpreter(&finder.find(None)?),
+        None => finder.find(config.python.as_deref())?,
+    };
+    let extras = plan_extras::extras(&config, &host, &interpreter, conda.as_ref());
     let comfy_requirements = match (&comfy, &opts.comfyui_dir) {
         (None, _) => Vec::new(),
         (Some(reason), None) => return Err(BuildError::NoComfyUi(reason.clone())),
@@ -229,11 +298,6 @@ fn plan_config(
                     path: comfy::requirements_path(dir),
                     source,
                 })?;
-            let host = opts
-                .host_python
-                .as_deref()
-                .map(host_pins::host_packages)
-                .unwrap_or_default();
             let pins = host.for_python(&interpreter.version);
             host_pins::pin_to_host(&written, &config.dependencies, &pins)
         }
@@ -244,8 +308,10 @@ fn plan_config(
         pack_requirements: config.dependencies.clone(),
         comfy_requirements,
         index_url: config.index_url.clone(),
-        extra_index_urls: config.extra_index_urls.clone(),
+        extra_index_urls: extras.extra_index_urls,
         find_links: config.find_links.clone(),
+        constraints: extras.constraints,
+        extra: extras.hashed,
     };
     Ok(Plan {
         pack_id: pack_id(&config.name, &config.dir),
@@ -253,6 +319,10 @@ fn plan_config(
         config,
         comfy,
         inputs,
+        conda,
+        cuda: extras.cuda,
+        cuda_target: extras.cuda_target,
+        notices: extras.notices,
     })
 }
 
@@ -273,7 +343,11 @@ fn state_of(plan: &Plan, opts: &EnvOptions) -> EnvState {
             None => NotReady::Missing,
         });
     };
-    let key = env_key(&lock, &plan.inputs.interpreter);
+    let res = home.resolution_dir(&plan.inputs_hash);
+    let key = env_key(
+        &conda_env::keyed_lock(&res, &lock),
+        &plan.inputs.interpreter,
+    );
     let env_dir = home.env_dir(&key);
     EnvState::NotReady(match check_env(&env_dir) {
         EnvCheck::Complete => return EnvState::Ready(Box::new(info(plan, opts, &key, false))),
@@ -310,6 +384,8 @@ fn info(plan: &Plan, opts: &EnvOptions, key: &str, built: bool) -> EnvInfo {
         comfy: plan.comfy.is_some(),
         inputs_hash: plan.inputs_hash.clone(),
         interpreter: plan.inputs.interpreter.clone(),
+        conda: plan.conda.is_some(),
+        notices: plan.notices.clone(),
     }
 }
 
@@ -327,6 +403,7 @@ fn record(plan: &Plan, info: &EnvInfo, opts: &EnvOptions) -> Result<(), BuildErr
         comfyui_dir: opts.comfyui_dir.clone(),
         host_python: opts.host_python.clone(),
         comfy: info.comfy,
+        config_file: comfy_env_file(&plan.config),
         updated: 0,
     };
     if let Some(old) = read_json::<PackRecord>(&path) {
@@ -337,4 +414,9 @@ fn record(plan: &Plan, info: &EnvInfo, opts: &EnvOptions) -> Result<(), BuildErr
     }
     new.updated = now();
     write_json(&path, &new).map_err(BuildError::io(IoOp::Write, path))
+}
+
+/// The config file a record names, for a comfy-env pack (whose envs are one per file).
+fn comfy_env_file(config: &PackConfig) -> Option<PathBuf> {
+    (config.format == crate::config::ConfigFormat::ComfyEnv).then(|| config.file.clone())
 }

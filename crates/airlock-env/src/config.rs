@@ -12,6 +12,7 @@
 //! comfy = true                           # optional; add ComfyUI's requirements (default: detect)
 //! call-deadline = 600                     # optional; seconds one call may run (see `worker_policy`)
 //! pickle = ["datetime.datetime"]          # optional; types that may cross with pickle
+//! prestart = true                         # optional; start its worker with ComfyUI
 //!
 //! [env_vars]
 //! KMP_DUPLICATE_LIB_OK = "TRUE"
@@ -31,6 +32,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::comfy_env_pixi::CondaConfig;
 use crate::comfy_env_toml;
 use crate::error::ConfigError;
 use crate::requirement;
@@ -90,6 +92,14 @@ pub struct PackConfig {
     pub comfy: Option<bool>,
     /// What the worker may do: `call-deadline`, `[sandbox]`, `pickle` (airlock.toml only).
     pub policy: WorkerPolicy,
+    /// Conda packages (comfy-env.toml's `[dependencies]` and friends): the env is then a conda
+    /// prefix, its Python from conda too.
+    pub conda: Option<CondaConfig>,
+    /// comfy-env.toml's `[cuda] packages`: prebuilt wheels matched to the host's torch, CUDA
+    /// and Python (`cuda_wheels`).
+    pub cuda_packages: Vec<String>,
+    /// What the config says that is not acted on, one line each (build log, `airlock doctor`).
+    pub notices: Vec<String>,
 }
 
 impl PackConfig {
@@ -97,6 +107,11 @@ impl PackConfig {
     pub fn load(dir: &Path) -> Result<PackConfig, ConfigError> {
         let folder = folder_name(dir);
         let Some((file, format)) = config_file(dir) else {
+            // comfy-env's `nodes/<sub>/comfy-env.toml` layout: its first env (discovery and
+            // `register_nodes()` read each one with `load_comfy_env`).
+            if let Some(first) = comfy_env_configs(dir).first() {
+                return PackConfig::load_comfy_env(dir, first);
+            }
             return Err(ConfigError::NoConfig {
                 pack: folder,
                 dir: dir.to_path_buf(),
@@ -132,8 +147,67 @@ impl PackConfig {
             entry: None,
             comfy: None,
             policy: WorkerPolicy::default(),
+            conda: None,
+            cuda_packages: Vec::new(),
+            notices: Vec::new(),
         }
     }
+
+    /// Reads the comfy-env config `file` of the pack in `dir`: one of the files
+    /// [`comfy_env_configs`] lists, each its own env. One in `nodes/<sub>/` is named
+    /// `<pack>/<sub>`.
+    pub fn load_comfy_env(dir: &Path, file: &Path) -> Result<PackConfig, ConfigError> {
+        let folder = folder_name(dir);
+        let text = fs::read_to_string(file).map_err(|source| ConfigError::Read {
+            pack: folder.clone(),
+            file: file.to_path_buf(),
+            source,
+        })?;
+        let mut config = PackConfig::empty(dir, file, ConfigFormat::ComfyEnv);
+        let sub = file
+            .parent()
+            .filter(|p| p.parent() == Some(dir.join("nodes").as_path()))
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned());
+        let name = match &sub {
+            Some(sub) => format!("{folder}/{sub}"),
+            None => folder,
+        };
+        config.name = name.clone();
+        comfy_env_toml::parse(&Doc::new(&name, file, &text), &mut config)?;
+        if sub.is_some() && config.name != name {
+            // A `name` key names the env inside the pack.
+            config.name = format!("{}/{}", folder_name(dir), config.name);
+        }
+        Ok(config)
+    }
+}
+
+/// The `comfy-env.toml` files of a pack as comfy-env binds them, each one env: `nodes/` itself
+/// when it has one, else each `nodes/<sub>/` (a package, not hidden) that has one.
+pub fn comfy_env_configs(dir: &Path) -> Vec<PathBuf> {
+    let nodes = dir.join("nodes");
+    let root = nodes.join(COMFY_ENV_TOML);
+    if root.is_file() {
+        return vec![root];
+    }
+    let Ok(entries) = fs::read_dir(&nodes) else {
+        return Vec::new();
+    };
+    let mut subs: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            p.is_dir()
+                && name.is_some_and(|n| !n.starts_with(['.', '_']))
+                && p.join("__init__.py").is_file()
+                && p.join(COMFY_ENV_TOML).is_file()
+        })
+        .map(|p| p.join(COMFY_ENV_TOML))
+        .collect();
+    subs.sort();
+    subs
 }
 
 /// The config file of the pack in `dir`, if it has one.
@@ -188,6 +262,7 @@ fn parse_airlock(doc: &Doc<'_>, c: &mut PackConfig) -> Result<(), ConfigError> {
             }
             "sandbox" => c.policy.sandbox = worker_policy::sandbox(doc, k, v, &c.dir)?,
             "pickle" => c.policy.pickle = worker_policy::pickle(doc, k, v)?,
+            "prestart" => c.policy.prestart = doc.bool(k, v)?,
             _ => return Err(doc.unknown_key(key, None)),
         }
     }
@@ -361,6 +436,7 @@ KMP_DUPLICATE_LIB_OK = "TRUE"
                 "options are not allowed",
             ),
             ("comfy = \"yes\"\n", 1, "`comfy` must be true or false"),
+            ("prestart = 1\n", 1, "`prestart` must be true or false"),
             ("entry = \"my-nodes\"\n", 1, "dotted module name"),
             ("name = \"a/b\"\n", 1, "without slashes"),
             (

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::config::{AIRLOCK_TOML, PackConfig, config_file, folder_name};
+use crate::config::{AIRLOCK_TOML, PackConfig, comfy_env_configs, config_file, folder_name};
 use crate::error::ConfigError;
 
 /// The variable listing more folders of packs, separated like `PATH` (the `airlock` command's
@@ -98,30 +98,51 @@ pub fn discover_packs(base_dir: &Path, extra_roots: &[PathBuf]) -> Vec<Discovere
                 continue;
             }
             if seen.insert(identity(&dir)) {
-                out.push(found(dir, Placement::Managed));
+                out.extend(found(dir, Placement::Managed));
             }
         }
     }
     for dir in pack_dirs(&base_dir.join(CUSTOM_NODES_DIR)) {
-        if dir.join(AIRLOCK_TOML).is_file() && seen.insert(identity(&dir)) {
-            out.push(found(dir, Placement::CustomNodes));
+        let ours = dir.join(AIRLOCK_TOML).is_file() || uses_comfy_env(&dir);
+        if ours && seen.insert(identity(&dir)) {
+            out.extend(found(dir, Placement::CustomNodes));
         }
     }
     out.sort_by(|a, b| (a.placement, &a.name).cmp(&(b.placement, &b.name)));
     out
 }
 
-fn found(dir: PathBuf, placement: Placement) -> DiscoveredPack {
-    let config = PackConfig::load(&dir);
-    DiscoveredPack {
-        name: config
-            .as_ref()
-            .map_or_else(|_| folder_name(&dir), |c| c.name.clone()),
-        opted_in: calls_register_nodes(&dir),
+/// The pack in `dir`: one entry, or one per env for comfy-env's `nodes/<sub>/comfy-env.toml`
+/// layout (each named `<pack>/<sub>`, its config naming its file).
+fn found(dir: PathBuf, placement: Placement) -> Vec<DiscoveredPack> {
+    let opted_in = calls_register_nodes(&dir);
+    let one = |config: Result<PackConfig, ConfigError>, fallback: String| DiscoveredPack {
+        name: config.as_ref().map_or(fallback, |c| c.name.clone()),
+        opted_in,
         placement,
-        dir,
+        dir: dir.clone(),
         config,
+    };
+    let subs = comfy_env_configs(&dir);
+    if config_file(&dir).is_some() || subs.is_empty() {
+        return vec![one(PackConfig::load(&dir), folder_name(&dir))];
     }
+    subs.iter()
+        .map(|file| {
+            let sub = file.parent().map(folder_name).unwrap_or_default();
+            let fallback = match sub.as_str() {
+                "nodes" => folder_name(&dir),
+                _ => format!("{}/{sub}", folder_name(&dir)),
+            };
+            one(PackConfig::load_comfy_env(&dir, file), fallback)
+        })
+        .collect()
+}
+
+/// A pack in `custom_nodes/` written for comfy-env: its `__init__.py` imports `comfy_env`
+/// and it has one of comfy-env's configs.
+fn uses_comfy_env(dir: &Path) -> bool {
+    init_text(dir).contains("comfy_env") && !comfy_env_configs(dir).is_empty()
 }
 
 /// The pack folders directly under `root`: no files, hidden folders, caches or `*.disabled`.
@@ -250,6 +271,45 @@ mod tests {
                 .misplaced_message()
                 .contains("move it to isolated_nodes/")
         );
+    }
+
+    #[test]
+    fn comfy_env_packs_are_one_entry_per_env_in_both_places() {
+        let base = tempfile::tempdir().unwrap();
+        let b = base.path();
+        for root in ["isolated_nodes/ce", "custom_nodes/ce2"] {
+            write(
+                &b.join(root).join("__init__.py"),
+                "from comfy_env import register_nodes\nNODE_CLASS_MAPPINGS, _ = register_nodes()\n",
+            );
+            for sub in ["mesh", "render"] {
+                write(&b.join(root).join(format!("nodes/{sub}/__init__.py")), "");
+                write(
+                    &b.join(root).join(format!("nodes/{sub}/comfy-env.toml")),
+                    "[pypi-dependencies]\nsix = \"*\"\n",
+                );
+            }
+        }
+        // A custom_nodes pack with a comfy-env layout that does not use comfy_env: ComfyUI's.
+        write(&b.join("custom_nodes/other/__init__.py"), "");
+        write(&b.join("custom_nodes/other/nodes/comfy-env.toml"), "");
+        let packs = discover_packs(b, &[]);
+        let names: Vec<(&str, Placement, bool)> = packs
+            .iter()
+            .map(|p| (p.name.as_str(), p.placement, p.opted_in))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("ce/mesh", Placement::Managed, true),
+                ("ce/render", Placement::Managed, true),
+                ("ce2/mesh", Placement::CustomNodes, true),
+                ("ce2/render", Placement::CustomNodes, true),
+            ]
+        );
+        let mesh = packs[0].config.as_ref().unwrap();
+        assert_eq!(mesh.entry.as_deref(), Some("nodes.mesh"));
+        assert!(mesh.file.ends_with("nodes/mesh/comfy-env.toml"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::builder::{EnvOptions, EnvState, env_state};
+use crate::builder::{EnvOptions, EnvState, env_state_at};
 use crate::discover::{DiscoveredPack, Placement};
 use crate::error::{EnvError, NotReady, ProbeError};
 use crate::run::{Ran, last_lines, run_with_timeout};
@@ -153,6 +153,8 @@ pub struct PackReport {
     pub problems: Vec<String>,
     /// What to do about it, fitting the cause (None when ready).
     pub fix: Option<String>,
+    /// What the pack's config says that is not acted on.
+    pub notices: Vec<String>,
 }
 
 /// What ComfyUI found when it read the pack's nodes in its worker.
@@ -192,6 +194,11 @@ pub fn report_pack(
         ready: false,
         problems: Vec::new(),
         fix: None,
+        notices: pack
+            .config
+            .as_ref()
+            .map(|c| c.notices.clone())
+            .unwrap_or_default(),
     };
     if pack.misplaced() {
         r.problems.push(pack.misplaced_message());
@@ -201,7 +208,13 @@ pub fn report_pack(
         r.fix = fix_for(&r);
         return r;
     }
-    let (plan, state) = match env_state(&pack.dir, opts) {
+    let file = pack
+        .config
+        .as_ref()
+        .ok()
+        .filter(|c| c.format == crate::config::ConfigFormat::ComfyEnv)
+        .map(|c| c.file.clone());
+    let (plan, state) = match env_state_at(&pack.dir, file.as_deref(), opts) {
         Ok(x) => x,
         Err(e) => {
             r.problems.push(e.to_string());

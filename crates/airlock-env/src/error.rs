@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use crate::comfy::ComfyReason;
+use crate::cuda_wheels::{CUDA_VERSION_ENV, CUDA_WHEELS_ENV};
 use crate::home::HOME_ENV;
 use crate::uv::UV_ENV;
 
@@ -59,27 +60,6 @@ pub enum ConfigError {
         value: String,
         why: &'static str,
     },
-    #[error(
-        "{pack}: {}:{line}: conda dependencies are not supported yet ([{section}]); list PyPI \
-         packages under [pypi-dependencies], or write an airlock.toml",
-        file.display()
-    )]
-    Conda {
-        pack: String,
-        file: PathBuf,
-        line: usize,
-        section: String,
-    },
-    #[error(
-        "{pack}: {}:{line}: [cuda] is not supported yet; list the wheels under `dependencies` \
-         in an airlock.toml, with `find-links` (or `extra-index-urls`) pointing at them",
-        file.display()
-    )]
-    Cuda {
-        pack: String,
-        file: PathBuf,
-        line: usize,
-    },
     #[error("{pack}: {}:{line}: [{section}] is not supported: {hint}", file.display())]
     Unsupported {
         pack: String,
@@ -100,8 +80,6 @@ impl ConfigError {
             | ConfigError::UnknownKey { pack, .. }
             | ConfigError::WrongType { pack, .. }
             | ConfigError::InvalidValue { pack, .. }
-            | ConfigError::Conda { pack, .. }
-            | ConfigError::Cuda { pack, .. }
             | ConfigError::Unsupported { pack, .. } => pack,
         }
     }
@@ -146,7 +124,8 @@ impl EnvError {
                 kind:
                     BuildError::Resolve { log, .. }
                     | BuildError::Venv { log, .. }
-                    | BuildError::Install { log, .. },
+                    | BuildError::Install { log, .. }
+                    | BuildError::Conda { log, .. },
                 ..
             } => Some(log),
             _ => None,
@@ -335,6 +314,29 @@ pub enum BuildError {
     },
     #[error("no place for environments: neither {HOME_ENV}, XDG_DATA_HOME nor HOME is set")]
     NoHome,
+    /// Solving or installing its conda packages failed (the message names the channel, the
+    /// package or the prefix).
+    #[error("{source}\nfull log: {}", log.display())]
+    Conda {
+        source: Box<airlock_conda::CondaError>,
+        log: PathBuf,
+    },
+    #[error(
+        "[cuda] {package}: no prebuilt wheel of {package} for {wanted} at {index} (looked for \
+         a wheel whose name carries those tags); set {CUDA_WHEELS_ENV} to an index that has \
+         one, or {CUDA_VERSION_ENV} to the CUDA version to match"
+    )]
+    CudaWheel {
+        package: String,
+        wanted: String,
+        index: String,
+    },
+    #[error("[cuda] {package}: the wheel index {index} cannot be reached: {cause}")]
+    CudaIndex {
+        package: String,
+        index: String,
+        cause: String,
+    },
 }
 
 impl BuildError {

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::builder::{EnvOptions, RESOLVED_LOCK, plan};
-use crate::config::{PackConfig, folder_name};
+use crate::builder::{EnvOptions, RESOLVED_LOCK, plan_at};
+use crate::config::{PackConfig, comfy_env_configs, folder_name};
 use crate::flock::FileLock;
 use crate::home::pack_id;
 use crate::inputs::env_key;
@@ -140,14 +140,15 @@ pub fn plan_gc(opts: &EnvOptions, packs: &[PathBuf]) -> io::Result<GcPlan> {
             host_python: rec.host_python.clone().or_else(|| opts.host_python.clone()),
             ..opts.clone()
         };
-        match plan(&rec.pack_dir, &o) {
+        match plan_at(&rec.pack_dir, rec.config_file.as_deref(), &o) {
             Ok(p) if p.inputs_hash == rec.inputs_hash => {
                 keep_envs.insert(rec.env_key.clone());
                 keep_res.insert(rec.inputs_hash.clone());
             }
             // Changed since its last build: its old env is no longer current.
             Ok(_) => {
-                if let Some(key) = keep_current(&rec.pack_dir, &o, &mut keep_res) {
+                let file = rec.config_file.as_deref();
+                if let Some(key) = keep_current(&rec.pack_dir, file, &o, &mut keep_res) {
                     keep_envs.insert(key);
                 }
             }
@@ -162,8 +163,17 @@ pub fn plan_gc(opts: &EnvOptions, packs: &[PathBuf]) -> io::Result<GcPlan> {
         // A pack that exists keeps its log, even when it never built (the log says why).
         let name = PackConfig::load(dir).map_or_else(|_| folder_name(dir), |c| c.name);
         live_ids.insert(pack_id(&name, dir));
-        if let Some(key) = keep_current(dir, opts, &mut keep_res) {
+        if let Some(key) = keep_current(dir, None, opts, &mut keep_res) {
             keep_envs.insert(key);
+        }
+        // comfy-env's one env per `nodes/<sub>/comfy-env.toml`.
+        for file in comfy_env_configs(dir) {
+            if let Ok(c) = PackConfig::load_comfy_env(dir, &file) {
+                live_ids.insert(pack_id(&c.name, dir));
+            }
+            if let Some(key) = keep_current(dir, Some(&file), opts, &mut keep_res) {
+                keep_envs.insert(key);
+            }
         }
     }
 
@@ -212,12 +222,18 @@ pub fn plan_gc(opts: &EnvOptions, packs: &[PathBuf]) -> io::Result<GcPlan> {
 }
 
 /// Keeps the current resolution of the pack in `dir` and returns its env key when resolved.
-fn keep_current(dir: &Path, o: &EnvOptions, keep_res: &mut HashSet<String>) -> Option<String> {
-    let p = plan(dir, o).ok()?;
+fn keep_current(
+    dir: &Path,
+    file: Option<&Path>,
+    o: &EnvOptions,
+    keep_res: &mut HashSet<String>,
+) -> Option<String> {
+    let p = plan_at(dir, file, o).ok()?;
     keep_res.insert(p.inputs_hash.clone());
-    let lock =
-        fs::read_to_string(o.home.resolution_dir(&p.inputs_hash).join(RESOLVED_LOCK)).ok()?;
-    Some(env_key(&lock, &p.inputs.interpreter))
+    let res = o.home.resolution_dir(&p.inputs_hash);
+    let lock = fs::read_to_string(res.join(RESOLVED_LOCK)).ok()?;
+    let keyed = crate::conda_env::keyed_lock(&res, &lock);
+    Some(env_key(&keyed, &p.inputs.interpreter))
 }
 
 fn item(kind: GcKind, path: &Path, reason: &str) -> GcItem {

@@ -94,6 +94,12 @@ impl Home {
         self.root.join("pythons")
     }
 
+    /// rattler's caches: channel indexes (`repodata/`) and packages (`pkgs/`), which conda
+    /// envs hard-link from.
+    pub fn conda_cache(&self) -> PathBuf {
+        self.root.join("conda")
+    }
+
     pub fn locks(&self) -> PathBuf {
         self.root.join("locks")
     }

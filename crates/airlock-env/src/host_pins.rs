@@ -30,6 +30,9 @@ pub struct HostPackages {
     /// apply only to envs on the same `major.minor`.
     pub python: String,
     pub installed: Installed,
+    /// The CUDA version the host's torch was built for (`torch/version.py`, read without
+    /// importing torch); None for a CPU build or no torch.
+    pub torch_cuda: Option<String>,
 }
 
 impl HostPackages {
@@ -51,7 +54,18 @@ for d in m.distributions():
     if name:
         out.setdefault(name, d.version)
 py = "%d.%d" % sys.version_info[:2]
-sys.stdout.write("\n" + json.dumps({"python": py, "installed": out}) + "\n")
+cuda = None
+try:
+    import importlib.util, os, re
+    spec = importlib.util.find_spec("torch")
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        with open(os.path.join(loc, "version.py")) as f:
+            m = re.search(r"^cuda[^=]*=\s*['\"]([0-9.]+)['\"]", f.read(), re.M)
+        cuda = m.group(1) if m else None
+        break
+except Exception:
+    pass
+sys.stdout.write("\n" + json.dumps({"python": py, "installed": out, "cuda": cuda}) + "\n")
 "#;
 
 /// What `python` has installed (memoized per interpreter for this process).
@@ -73,6 +87,8 @@ fn read_installed(python: &Path) -> HostPackages {
     struct Listed {
         python: String,
         installed: BTreeMap<String, String>,
+        #[serde(default)]
+        cuda: Option<String>,
     }
     let mut cmd = Command::new(python);
     cmd.args(["-I", "-c", LIST]);
@@ -89,6 +105,7 @@ fn read_installed(python: &Path) -> HostPackages {
                 .into_iter()
                 .map(|(k, v)| (normalize_name(&k), v))
                 .collect(),
+            torch_cuda: l.cuda,
         },
         _ => HostPackages::default(),
     }

@@ -30,6 +30,11 @@ pub struct Inputs {
     pub index_url: Option<String>,
     pub extra_index_urls: Vec<String>,
     pub find_links: Vec<String>,
+    /// Versions uv must keep to if it installs the project (the host's torch family).
+    pub constraints: Vec<String>,
+    /// Inputs of the conda and `[cuda]` steps, one line each (channels, specs, system
+    /// requirements, wheel index, host torch and CUDA); empty for a PyPI-only env.
+    pub extra: Vec<String>,
 }
 
 impl Inputs {
@@ -59,8 +64,8 @@ impl Inputs {
         reqs.sort();
         reqs.dedup();
         let i = &self.interpreter;
-        ContentHash::new("airlock-inputs-v1")
-            .opt("python-request", self.python_request.as_deref())
+        let mut h = ContentHash::new("airlock-inputs-v1");
+        h.opt("python-request", self.python_request.as_deref())
             .field("implementation", &i.implementation)
             .field("version", &i.version)
             .field("platform", &i.platform)
@@ -68,8 +73,15 @@ impl Inputs {
             .list("requirements", &reqs)
             .opt("index-url", self.index_url.as_deref())
             .list("extra-index-urls", &self.extra_index_urls)
-            .list("find-links", &self.find_links)
-            .hex()
+            .list("find-links", &self.find_links);
+        // Added only when present, so that the hashes of PyPI-only envs stay what they were.
+        if !self.constraints.is_empty() {
+            h.list("constraints", &self.constraints);
+        }
+        if !self.extra.is_empty() {
+            h.list("extra", &self.extra);
+        }
+        h.hex()
     }
 }
 
@@ -120,6 +132,8 @@ mod tests {
             index_url: None,
             extra_index_urls: vec![],
             find_links: vec![],
+            constraints: vec![],
+            extra: vec![],
         }
     }
 
@@ -148,6 +162,8 @@ mod tests {
             |i| i.index_url = Some("https://x/simple".into()),
             |i| i.extra_index_urls.push("https://y".into()),
             |i| i.find_links.push("/wheels".into()),
+            |i| i.constraints.push("torch==2.15.0".into()),
+            |i| i.extra.push("conda: cgal *".into()),
         ];
         for (n, change) in variants.iter().enumerate() {
             let mut i = inputs();

@@ -12,8 +12,11 @@
 
 mod builder;
 mod comfy;
+mod comfy_env_pixi;
 mod comfy_env_toml;
+mod conda_env;
 mod config;
+mod cuda_wheels;
 mod discover;
 mod doctor;
 mod error;
@@ -24,6 +27,7 @@ mod home;
 mod host_pins;
 mod inputs;
 mod interpreter;
+mod plan_extras;
 mod progress;
 mod pyversion;
 mod record;
@@ -32,16 +36,19 @@ mod requirements_txt;
 mod run;
 mod scans;
 mod toml_doc;
+mod torch_family;
 mod uv;
 mod uv_steps;
 mod worker_policy;
 
 pub use builder::{
     COMPLETE_MARKER, ENV_LOCK, ENV_RECORD, EnvCheck, EnvInfo, EnvOptions, EnvState, Plan,
-    check_env, ensure_env, env_python, env_state, plan,
+    check_env, ensure_env, ensure_env_at, env_python, env_state, env_state_at, load_config, plan,
+    plan_at,
 };
 pub use comfy::{COMFY_MODULES, ComfyImport, ComfyReason, core_requirements, find_comfy_import};
-pub use config::{AIRLOCK_TOML, COMFY_ENV_TOML, ConfigFormat, PackConfig};
+pub use comfy_env_pixi::CondaConfig;
+pub use config::{AIRLOCK_TOML, COMFY_ENV_TOML, ConfigFormat, PackConfig, comfy_env_configs};
 pub use discover::{
     CUSTOM_NODES_DIR, DiscoveredPack, MANAGED_DIR, PACKS_PATH_ENV, Placement, discover_packs,
     packs_path_from_env,

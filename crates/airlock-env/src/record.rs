@@ -30,6 +30,9 @@ pub struct PackRecord {
     pub comfyui_dir: Option<PathBuf>,
     pub host_python: Option<PathBuf>,
     pub comfy: bool,
+    /// The comfy-env config the env was built from (a pack may have one env per file).
+    #[serde(default)]
+    pub config_file: Option<PathBuf>,
     /// Seconds since the epoch.
     pub updated: u64,
 }

@@ -184,13 +184,3 @@ pub fn sorted<'t, 'i>(
     v.sort_by_key(|(k, _)| k.span().start);
     v
 }
-
-/// Whether a value carries anything (a non-empty table, array or string).
-pub fn is_empty(v: &DeValue<'_>) -> bool {
-    match v {
-        DeValue::Table(t) => t.is_empty(),
-        DeValue::Array(a) => a.is_empty(),
-        DeValue::String(s) => s.trim().is_empty(),
-        _ => false,
-    }
-}

@@ -1,7 +1,7 @@
 //! The two steps of [`builder`](crate::builder) that run uv, each under its own `flock`:
 //! **resolve** a pack's inputs into a lock (`uv pip compile`, only when the inputs are new)
 //! and **build** the env a lock names (`uv venv`, then `uv pip sync`, only when that env is
-//! missing). Both write their result atomically and last, so a crash leaves nothing that
+//! missing; for a pack with conda packages, rattler's prefix, then `uv pip install`). Both write their result atomically and last, so a crash leaves nothing that
 //! looks finished.
 
 use std::ffi::OsString;
@@ -12,12 +12,15 @@ use crate::builder::{
     COMPLETE_MARKER, ENV_LOCK, ENV_RECORD, EnvCheck, EnvOptions, Plan, RESOLVED_LOCK, check_env,
     env_python,
 };
+use crate::conda_env;
 use crate::error::{BuildError, IoOp};
 use crate::flock::FileLock;
+use crate::host_pins;
 use crate::inputs::lock_packages;
+use crate::plan_extras;
 use crate::record::{EnvRecord, now, write_atomic, write_json};
 use crate::requirement;
-use crate::uv::{RunLog, Uv};
+use crate::uv::{RunLog, Uv, UvOutput};
 
 /// Takes a lock, saying so when another process holds it.
 fn lock(path: PathBuf, log: &RunLog<'_>) -> Result<FileLock, BuildError> {
@@ -54,19 +57,21 @@ pub(crate) fn resolve(
         return Ok(text);
     }
     fs::create_dir_all(&dir).map_err(BuildError::io(IoOp::Create, &dir))?;
-    let req_in = dir.join("requirements.in");
-    write_atomic(&req_in, plan.inputs.requirements_in().as_bytes())
-        .map_err(BuildError::io(IoOp::Write, &req_in))?;
+    let (req_in, python, constraint_files) = plan_extras::prepare(plan, &dir, home, uv, log)?;
     let tmp = dir.join(format!("lock.{}.tmp", std::process::id()));
     let _ = fs::remove_file(&tmp);
-    let n = plan.inputs.requirements().count();
+    let n = plan.inputs.requirements().count() + plan.cuda.len();
     log.phase(&format!(
         "resolving {n} requirement{} for {} (uv pip compile)",
         if n == 1 { "" } else { "s" },
-        plan.inputs.interpreter.describe()
+        plan.conda.as_ref().map_or_else(
+            || plan.inputs.interpreter.describe(),
+            |c| format!("conda's Python {}", c.python)
+        )
     ));
     let mut args: Vec<OsString> = ["pip", "compile", "--python"].map(OsString::from).to_vec();
-    args.push(plan.inputs.interpreter.path.clone().into());
+    args.push(python.clone().into());
+    args.extend(plan_extras::constraint_args(&constraint_files));
     args.extend(
         [
             "--no-header",
@@ -90,9 +95,16 @@ pub(crate) fn resolve(
         "-o".into(),
         tmp.clone().into_os_string(),
     ]);
-    let out = uv.run(&args, home.root(), log)?;
+    let out = uv.run(&args, home.root(), log);
+    if plan.conda.is_some()
+        && let Some(prefix) = conda_env::scratch_prefix(&python)
+    {
+        let _ = fs::remove_dir_all(prefix);
+    }
+    let out = out?;
     if !out.success {
         let _ = fs::remove_file(&tmp);
+        let _ = fs::remove_file(dir.join(conda_env::CONDA_LOCK));
         let message = out.message();
         return Err(BuildError::Resolve {
             requirement: culprit(plan, &message),
@@ -129,7 +141,23 @@ pub(crate) fn build_env(
     }
     let envs = home.envs();
     fs::create_dir_all(&envs).map_err(BuildError::io(IoOp::Create, &envs))?;
-    create_venv(plan, uv, &env_dir, opts, log)?;
+    match &plan.conda {
+        Some(conda) => {
+            let installed = conda_env::install_env(
+                conda,
+                &home.resolution_dir(&plan.inputs_hash),
+                &env_dir,
+                &home.conda_cache(),
+                host_cuda(opts).as_deref(),
+                log,
+            );
+            if let Err(e) = installed {
+                let _ = fs::remove_dir_all(&env_dir);
+                return Err(e);
+            }
+        }
+        None => create_venv(plan, uv, &env_dir, opts, log)?,
+    }
     let n = sync_lock(plan, uv, lock_text, &env_dir, opts, log)?;
     let record = EnvRecord {
         key: key.to_string(),
@@ -177,8 +205,20 @@ fn create_venv(
     Ok(())
 }
 
-/// Copies the lock beside the env and `uv pip sync`s it (hard links from uv's cache); returns
-/// the number of packages. The env is removed on failure.
+/// The host's CUDA driver version, as far as we can tell without a driver query: the CUDA
+/// version the host's torch runs with, when an NVIDIA driver is present.
+fn host_cuda(opts: &EnvOptions) -> Option<String> {
+    if !crate::doctor::nvml_present() {
+        return None;
+    }
+    let host = host_pins::host_packages(opts.host_python.as_deref()?);
+    host.torch_cuda
+}
+
+/// Copies the lock beside the env and installs it (hard links from uv's cache): `uv pip sync`
+/// into a venv, `uv pip install --no-deps` into a conda prefix (`sync` would remove the Python
+/// packages conda put there; the lock is complete). Returns the number of packages. The env
+/// is removed on failure.
 fn sync_lock(
     plan: &Plan,
     uv: &Uv,
@@ -195,17 +235,33 @@ fn sync_lock(
         "installing {n} package{}",
         if n == 1 { "" } else { "s" }
     ));
-    let sync_args: Vec<OsString> = vec![
-        "pip".into(),
-        "sync".into(),
+    let verb = if plan.conda.is_some() {
+        "install"
+    } else {
+        "sync"
+    };
+    let mut args: Vec<OsString> = vec!["pip".into(), verb.into()];
+    args.extend([
         "--python".into(),
         env_python(env_dir).into(),
         "--link-mode".into(),
         "hardlink".into(),
-        "--allow-empty-requirements".into(),
-        lock_path.into(),
-    ];
-    let out = uv.run(&sync_args, opts.home.root(), log)?;
+    ]);
+    if plan.conda.is_some() {
+        args.extend(["--no-deps".into(), "-r".into()]);
+    } else {
+        args.push("--allow-empty-requirements".into());
+    }
+    args.push(lock_path.into());
+    let out = if plan.conda.is_some() && n == 0 {
+        UvOutput {
+            success: true,
+            stdout: String::new(),
+            stderr: Vec::new(),
+        }
+    } else {
+        uv.run(&args, opts.home.root(), log)?
+    };
     if !out.success {
         let _ = fs::remove_dir_all(env_dir);
         let message = out.message();

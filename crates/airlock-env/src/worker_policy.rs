@@ -1,9 +1,11 @@
 //! What a pack's worker may do at run time, as opposed to what its environment contains: a
-//! per-call deadline, an optional Landlock sandbox, and the types it may send with pickle.
+//! per-call deadline, an optional Landlock sandbox, the types it may send with pickle, and
+//! whether it starts with ComfyUI.
 //!
 //! ```toml
 //! call-deadline = 300            # seconds; a call running longer fails (default: none)
 //! pickle = ["datetime.datetime"] # types that may cross with pickle (default: none)
+//! prestart = true                # start the worker with ComfyUI (default: at first need)
 //!
 //! [sandbox]
 //! enabled = true                 # default false
@@ -33,6 +35,9 @@ pub struct WorkerPolicy {
     pub sandbox: Sandbox,
     /// `module.QualName` of each type that may cross with pickle, in both directions.
     pub pickle: Vec<String>,
+    /// Start the worker (and import the pack) when ComfyUI starts, not when a prompt first
+    /// needs it.
+    pub prestart: bool,
 }
 
 /// `[sandbox]`: Landlock rules the worker applies to itself before it imports the pack.
@@ -224,6 +229,7 @@ mod tests {
             r#"
 call-deadline = 2.5
 pickle = ["datetime.datetime", "my_pack.types.Result"]
+prestart = true
 
 [sandbox]
 enabled = true
@@ -235,6 +241,7 @@ write = ["scratch"]
         let p = c.unwrap().policy;
         assert_eq!(p.call_deadline, Some(Duration::from_millis(2500)));
         assert_eq!(p.pickle, ["datetime.datetime", "my_pack.types.Result"]);
+        assert!(p.prestart);
         assert!(p.sandbox.enabled);
         assert!(!p.sandbox.network);
         assert_eq!(
@@ -255,6 +262,7 @@ write = ["scratch"]
         assert_eq!(p.sandbox, Sandbox::default());
         assert!(!p.sandbox.enabled && p.sandbox.network);
         assert!(p.pickle.is_empty());
+        assert!(!p.prestart);
 
         let (_d, c) = load("[sandbox]\nenabled = true\n");
         let s = c.unwrap().policy.sandbox;

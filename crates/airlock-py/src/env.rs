@@ -64,6 +64,24 @@ pub fn config_dict<'py>(py: Python<'py>, c: &PackConfig) -> PyResult<Bound<'py, 
     d.set_item("env_vars", map(py, &c.env_vars)?)?;
     d.set_item("entry", &c.entry)?;
     d.set_item("comfy", c.comfy)?;
+    d.set_item(
+        "conda",
+        c.conda.as_ref().map(|k| {
+            k.dependencies
+                .iter()
+                .map(|s| s.match_spec_text())
+                .collect::<Vec<_>>()
+        }),
+    )?;
+    d.set_item(
+        "channels",
+        c.conda
+            .as_ref()
+            .map(|k| k.channels.clone())
+            .unwrap_or_default(),
+    )?;
+    d.set_item("cuda_packages", &c.cuda_packages)?;
+    d.set_item("notices", &c.notices)?;
     policy_items(py, &d, &c.policy)?;
     Ok(d)
 }
@@ -101,11 +119,14 @@ fn info_dict<'py>(py: Python<'py>, i: &EnvInfo) -> PyResult<Bound<'py, PyDict>> 
     d.set_item("entry", &i.entry)?;
     d.set_item("comfy", i.comfy)?;
     d.set_item("python_version", &i.interpreter.version)?;
+    d.set_item("conda", i.conda)?;
+    d.set_item("notices", &i.notices)?;
     policy_items(py, &d, &i.policy)?;
     Ok(d)
 }
 
-/// `call_deadline` (seconds or None), `sandbox` (a dict) and `pickle` (a list of names).
+/// `call_deadline` (seconds or None), `sandbox` (a dict), `pickle` (a list of names) and
+/// `prestart`.
 fn policy_items(py: Python<'_>, d: &Bound<'_, PyDict>, p: &WorkerPolicy) -> PyResult<()> {
     d.set_item("call_deadline", p.call_deadline.map(|t| t.as_secs_f64()))?;
     let s = PyDict::new(py);
@@ -115,6 +136,7 @@ fn policy_items(py: Python<'_>, d: &Bound<'_, PyDict>, p: &WorkerPolicy) -> PyRe
     s.set_item("write", &p.sandbox.write)?;
     d.set_item("sandbox", s)?;
     d.set_item("pickle", &p.pickle)?;
+    d.set_item("prestart", p.prestart)?;
     Ok(())
 }
 
@@ -126,10 +148,15 @@ pub fn pickle_denied_modules() -> Vec<&'static str> {
 }
 
 #[pyfunction]
-pub fn pack_config<'py>(py: Python<'py>, pack_dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-    match PackConfig::load(&pack_dir) {
+#[pyo3(signature = (pack_dir, config = None))]
+pub fn pack_config<'py>(
+    py: Python<'py>,
+    pack_dir: PathBuf,
+    config: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    match airlock_env::load_config(&pack_dir, config.as_deref()) {
         Ok(c) => config_dict(py, &c),
-        Err(e) => Err(env_error(py, &CoreEnvError::Config(e))),
+        Err(e) => Err(env_error(py, &e)),
     }
 }
 
@@ -179,7 +206,7 @@ fn running_python(py: Python<'_>) -> Option<PathBuf> {
 #[pyfunction]
 #[pyo3(signature = (
     pack_dir, *, comfyui_dir = None, home = None, uv = None, host_python = None, build = true,
-    progress = None
+    progress = None, config = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn ensure_env<'py>(
@@ -191,6 +218,7 @@ pub fn ensure_env<'py>(
     host_python: Option<PathBuf>,
     build: bool,
     progress: Option<Py<PyAny>>,
+    config: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let host_python = host_python.or_else(|| running_python(py));
     let Some(home) = Home::resolve(home.as_deref()) else {
@@ -218,11 +246,29 @@ pub fn ensure_env<'py>(
         None if stderr_is_terminal() => Box::new(Spinner::new()),
         None => Box::new(Silent),
     };
-    let result = py.detach(|| airlock_env::ensure_env(&pack_dir, &opts, build, reporter.as_ref()));
+    let result = py.detach(|| {
+        airlock_env::ensure_env_at(
+            &pack_dir,
+            config.as_deref(),
+            &opts,
+            build,
+            reporter.as_ref(),
+        )
+    });
     match result {
         Ok(info) => info_dict(py, &info),
         Err(e) => Err(env_error(py, &e)),
     }
+}
+
+/// The `comfy-env.toml` files of the pack in `pack_dir` as comfy-env binds them (each its own
+/// env): `nodes/comfy-env.toml`, else each `nodes/<sub>/comfy-env.toml`.
+#[pyfunction]
+pub fn comfy_env_configs(pack_dir: PathBuf) -> Vec<String> {
+    airlock_env::comfy_env_configs(&pack_dir)
+        .iter()
+        .map(|p| path_str(p))
+        .collect()
 }
 
 /// The scan cache's key for a pack with the env `env_key` (`comfy_airlock.host.scan_cache`);

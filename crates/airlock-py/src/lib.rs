@@ -44,7 +44,9 @@ mod _native {
     #[pymodule_export]
     use crate::cli::cli_main;
     #[pymodule_export]
-    use crate::env::{discover_packs, ensure_env, pack_config, pickle_denied_modules, scan_key};
+    use crate::env::{
+        comfy_env_configs, discover_packs, ensure_env, pack_config, pickle_denied_modules, scan_key,
+    };
     #[pymodule_export]
     use crate::errors::{ConfigError, EnvError, EnvMissing};
 

@@ -29,7 +29,8 @@ else:
     _mount_panel()  # the panel's routes, and its updates over ComfyUI's websocket
 
 # The sidebar panel (web/airlock_panel.js and web/airlock_panel/): the isolated packs, their
-# workers, models and memory, live (docs/adr/0026-panel-data-flow.md).
+# workers, models and memory, live (docs/adr/0026-panel-data-flow.md); and the loader of
+# isolated packs' own frontend extensions (web/isolated_extensions.js, ADR 0021).
 WEB_DIRECTORY = "./web"
 
 __all__ = ["NODE_CLASS_MAPPINGS", "NODE_DISPLAY_NAME_MAPPINGS", "WEB_DIRECTORY"]

@@ -17,10 +17,11 @@ from typing import Any
 
 from comfy_airlock import env as _env
 from comfy_airlock import settings
-from comfy_airlock.host import comfy_state, routes, scan_cache
+from comfy_airlock.compat import root_config
+from comfy_airlock.host import comfy_state, prestart, routes, scan_cache, web_dirs
 from comfy_airlock.host.memory.ledger import LEDGER, ledger_rows
 from comfy_airlock.host.memory.ram import RAM
-from comfy_airlock.host.pack import IsolatedPack
+from comfy_airlock.host.pack import EXITING, IsolatedPack
 from comfy_airlock.host.proxies import build_proxy
 
 log = logging.getLogger("comfy_airlock")
@@ -67,9 +68,10 @@ def _scan_failed(name: str, dir_: str, failure: dict[str, Any], cached: str | No
     return _fail(name, dir_, reason, "import", traceback=failure.get("traceback"))
 
 
-def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
+def load_pack(pack_dir: str, name: str | None = None, config: str | None = None) -> Mappings:
     """Sets up one pack: its environment (built when missing, unless ``auto_build`` is off),
-    its node metadata (from the scan cache, else a scan in its worker), and its proxies."""
+    its node metadata (from the scan cache, else a scan in its worker), and its proxies.
+    ``config``: one of a comfy-env pack's configs, each its own env (``<pack>/<sub>``)."""
     pack_dir = os.path.abspath(pack_dir)
     name = name or os.path.basename(pack_dir.rstrip("/"))
     comfyui = comfy_state.comfyui_dir()
@@ -80,9 +82,12 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
             host_python=sys.executable,
             build=settings.get().auto_build,
             progress=lambda line: log.info("[comfy-airlock] %s", line),
+            config=config,
         )
     except Exception as e:
         return _fail(name, pack_dir, str(e), _env_cause(e))
+    for notice in info.get("notices") or ():
+        log.warning("[comfy-airlock] pack %r: %s", name, notice)
     pack = IsolatedPack.from_env(name, pack_dir, info)
     try:
         # A sandbox this kernel cannot enforce is the pack's setup problem, said now.
@@ -111,9 +116,12 @@ def load_pack(pack_dir: str, name: str | None = None) -> Mappings:
         _PACKS[name] = pack
         _FAILED.pop(name, None)
     routes.remember(pack, meta.get("routes") or [])
+    web_dirs.remember(name, pack_dir, meta.get("web_directory"))
+    prestart.remember(pack, mappings)
     if old is not None:
         old.close()
     log.info("[comfy-airlock] pack %r: %d node(s) isolated in %s", name, len(mappings), pack.python)
+    prestart.start_with_comfyui([pack])
     return mappings, display
 
 
@@ -170,12 +178,16 @@ def load_isolated_packs(base_dir: str | None = None) -> Mappings:
                     "comfy_airlock.register_nodes()",
                     "placement",
                 )
-        else:
-            todo.append(d)
+        elif d["placement"] == "managed":
+            why = root_config.prepare_managed(d)  # comfy-env packs: codecs, peers, folders
+            if why:
+                _fail(d["name"], d["dir"], why, "config")
+            else:
+                todo.append(d)
     mappings: dict[str, type] = {}
     display: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=max(1, min(4, len(todo)))) as pool:
-        for m, dn in pool.map(lambda d: load_pack(d["dir"], d["name"]), todo):
+        for m, dn in pool.map(lambda d: load_pack(d["dir"], d["name"], _config_file(d)), todo):
             for node_id in m:
                 if node_id in mappings:
                     log.error("[comfy-airlock] node %r is defined by two packs", node_id)
@@ -183,6 +195,12 @@ def load_isolated_packs(base_dir: str | None = None) -> Mappings:
             display.update(dn)
     _register_routes()
     return mappings, display
+
+
+def _config_file(d: dict[str, Any]) -> str | None:
+    """The comfy-env config a discovered env comes from (comfy-env packs have one per file)."""
+    c = d.get("config") or {}
+    return c.get("file") if c.get("format") == "comfy-env.toml" else None
 
 
 def register_nodes(path: str) -> Mappings:
@@ -241,6 +259,8 @@ _ROUTES_DONE = False
 def _register_routes() -> None:
     global _ROUTES_DONE
     routes.mount_pending()
+    web_dirs.mount_pending()
+    prestart.add_handler()
     server = sys.modules.get("server")
     instance = getattr(getattr(server, "PromptServer", None), "instance", None)
     if _ROUTES_DONE or instance is None:
@@ -255,6 +275,11 @@ def _register_routes() -> None:
     @instance.routes.get("/airlock/status")
     async def _status(request: Any) -> Any:
         return web.json_response(memory_status())
+
+    # What GET /extensions would list of isolated packs (web/isolated_extensions.js reads it).
+    @instance.routes.get("/airlock/extensions")
+    async def _extensions(request: Any) -> Any:
+        return web.json_response(web_dirs.listing())
 
 
 # How long an idle worker may take to exit when ComfyUI does, before it is killed.
@@ -271,6 +296,7 @@ def _close_all() -> None:
         packs = [p for p in _PACKS.values() if p.alive()]
     if not packs:
         return
+    EXITING.set()  # a node call whose worker is stopped now does not return (pack.py)
     t0 = time.monotonic()
     stoppers = [
         threading.Thread(target=_stop, args=(p,), name=f"airlock-stop-{p.name}", daemon=True)

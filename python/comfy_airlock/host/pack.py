@@ -28,6 +28,10 @@ from comfy_airlock.worker_env import worker_env
 log = logging.getLogger("comfy_airlock")
 
 PRELOAD = "comfy_airlock.worker.comfy"
+# Imports the pack in a worker started ahead of its first node (host/prestart.py).
+WARM = "comfy_airlock.worker.comfy:warm"
+# Node methods run inside ComfyUI's context for the node (ADR 0022).
+NODE_TARGET = "comfy_airlock.worker.prompt_context:run"
 
 
 @dataclass
@@ -38,6 +42,8 @@ class PackStats:
     last_error: str | None = None
     # The worker's traceback of that error, when it raised in the worker (the panel shows it).
     last_traceback: str | None = None
+    # When the last node call began here (wall clock), before any wait for the worker.
+    last_node_at: float | None = None
 
 
 @dataclass
@@ -60,6 +66,8 @@ class IsolatedPack:
     comfyui_dir: str | None = None
     # Whether its env has ComfyUI's requirements (the worker then loads ComfyUI's nodes).
     comfy: bool = True
+    # airlock.toml `prestart`: its worker starts with ComfyUI (host/prestart.py).
+    prestart: bool = False
     stats: PackStats = field(default_factory=PackStats)
     # Calls in flight: a worker with none is idle (its models are evicted first).
     busy: int = 0
@@ -76,6 +84,12 @@ class IsolatedPack:
         cls, name: str, pack_dir: str, info: Mapping[str, Any], comfyui_dir: str | None = None
     ) -> IsolatedPack:
         """The pack whose environment ``env.ensure_env`` returned as ``info``."""
+        env_vars = dict(info.get("env_vars") or {})
+        if info.get("conda"):
+            # What activating a conda prefix does: its programs first on PATH (ffmpeg, ...).
+            env_vars.setdefault("CONDA_PREFIX", info["env_dir"])
+            path = env_vars.get("PATH") or os.environ.get("PATH", "")
+            env_vars["PATH"] = os.pathsep.join(p for p in (f"{info['env_dir']}/bin", path) if p)
         return cls(
             name=name,
             dir=pack_dir,
@@ -83,11 +97,12 @@ class IsolatedPack:
             env_dir=info["env_dir"],
             env_key=info["key"],
             entry=info.get("entry"),
-            env_vars=dict(info.get("env_vars") or {}),
+            env_vars=env_vars,
             call_deadline=info.get("call_deadline"),
             sandbox=dict(info.get("sandbox") or {}),
             pickle=tuple(info.get("pickle") or ()),
             comfy=bool(info.get("comfy", True)),
+            prestart=bool(info.get("prestart", False)),
             comfyui_dir=comfyui_dir,
         )
 
@@ -148,6 +163,49 @@ class IsolatedPack:
                 self._worker = self._spawn()
             return self._worker
 
+    def start_ahead(self) -> bool:
+        """Starts the worker and its import of the pack on a thread of its own, and returns at
+        once; False when a worker runs or is being started. The start is claimed here, so a
+        node call made after this returns waits for this worker instead of starting one."""
+        if self.alive() or not self._lock.acquire(blocking=False):
+            return False
+        threading.Thread(
+            target=self._start_ahead, name=f"airlock-start-{self.name}", daemon=True
+        ).start()
+        return True
+
+    def _start_ahead(self) -> None:
+        t0 = time.monotonic()
+        try:
+            try:
+                if self._worker is None:
+                    self._worker = self._spawn()
+            finally:
+                self._lock.release()
+            self.call(WARM)  # a worker that had died is started again by this call
+        except Exception as e:
+            log.warning(
+                "[comfy-airlock] pack %r: its worker could not be started ahead (%s: %s); "
+                "its first node starts it",
+                self.name,
+                type(e).__name__,
+                str(e).splitlines()[0] if str(e) else "",
+            )
+            return
+        log.info(
+            "[comfy-airlock] pack %r: worker started ahead of its nodes in %.1f s",
+            self.name,
+            time.monotonic() - t0,
+        )
+
+    def ask(self, target: str, *args: Any) -> Any:
+        """A question of the host's own (not a node's) to the running worker, counted in no
+        statistics; raises when none runs (none is started for it)."""
+        w = self._worker
+        if w is None or not w.alive:
+            raise RuntimeError(f"pack {self.name!r} has no running worker")
+        return w.call(target, *args)
+
     def close(self, grace: float = 5.0) -> None:
         """Stops the worker: asked to exit, killed after ``grace`` seconds (0: at once)."""
         with self._lock:
@@ -181,6 +239,7 @@ class IsolatedPack:
                 raise mismatch  # its report said so during the call: nothing it holds is booked
             return result
         except BaseException as e:
+            _park_if_exiting()
             self.stats.errors += 1
             self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
             self.stats.last_traceback = getattr(e, "remote_traceback", None)
@@ -230,11 +289,18 @@ class IsolatedPack:
     def scan(self) -> dict[str, Any]:
         return self.call("comfy_airlock.worker.comfy:scan")
 
-    def run(self, node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:
+    def run(
+        self,
+        node_id: str,
+        key: str,
+        method: str,
+        kwargs: dict[str, Any],
+        context: dict[str, Any] | None = None,
+    ) -> Any:
+        """Runs a node method in the worker; ``context``: host/prompt_context.py's."""
+        self.stats.last_node_at = time.time()
         try:
-            return self.call(
-                "comfy_airlock.worker.comfy:run", node_id, key, method, kwargs, node=True
-            )
+            return self.call(NODE_TARGET, node_id, key, method, kwargs, context, node=True)
         except CallInterrupted as e:
             if getattr(e, "escalation", "flag") != "flag":
                 log.warning("[comfy-airlock] pack %r, node %r: %s", self.name, node_id, e)
@@ -260,6 +326,9 @@ class IsolatedPack:
             "state": "running" if (w is not None and w.alive) else "idle",
             "pid": pid,
             "generation": w.generation if w is not None else 0,
+            # When its process started, and when the last node call began (wall clock).
+            "started_at": _started_at(pid),
+            "last_node_at": self.stats.last_node_at,
             "python": (info or {}).get("python"),
             "torch": (info or {}).get("torch"),
             "numpy": (info or {}).get("numpy"),
@@ -279,10 +348,39 @@ class IsolatedPack:
         }
 
 
+# Set by the exit handler (host/loader.py) before it stops the workers.
+EXITING = threading.Event()
+
+
+def _park_if_exiting() -> None:
+    """ComfyUI is exiting and its exit handler stopped this call's worker. Natively the node
+    would still be running when the process ends, and nothing would follow it; returning would
+    run ComfyUI's error path and then its prompt worker's ``gc.collect()``, a second or more of
+    CPU holding the GIL, which the exit handler (and the exit) would wait for. So the call never
+    returns: its thread (ComfyUI's daemon prompt worker, or one of ours) ends with the process.
+    Non-daemon threads were joined before exit handlers run, so none is kept waiting on it."""
+    if EXITING.is_set():
+        threading.Event().wait()
+
+
 def _host_interrupted() -> Any:
     """The host's own cancel flag (set by ``POST /interrupt``), read without clearing it."""
     mm = sys.modules.get("comfy.model_management")
     return getattr(mm, "processing_interrupted", None)
+
+
+def _started_at(pid: int | None) -> float | None:
+    """When process ``pid`` started (wall clock, to the kernel's tick), from /proc."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mib(pid: int | None) -> float | None:

@@ -15,6 +15,7 @@ import sys
 import uuid
 from typing import Any
 
+from comfy_airlock.host import live_inputs, prompt_context
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.node_surface import NODE_ATTRS, model_kind, python_module
 
@@ -96,17 +97,11 @@ def _fix_outputs(meta: dict[str, Any], out: Any) -> Any:
     return fix(out)
 
 
-def _dynprompt_free(kwargs: dict[str, Any], hidden: dict[str, Any]) -> dict[str, Any]:
-    """DYNPROMPT is a live host object; the worker gets None for it."""
-    for name, kind in hidden.items():
-        if kind == "DYNPROMPT" and name in kwargs:
-            kwargs[name] = None
-    return kwargs
-
-
 def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
     input_types = meta["INPUT_TYPES"]
     hidden = dict(input_types.get("hidden") or {})
+    # Inputs ComfyUI fills with its live DynamicPrompt: rebuilt in the worker (ADR 0022).
+    dynprompts = [name for name, kind in hidden.items() if kind == "DYNPROMPT"]
     function = meta.get("FUNCTION") or "execute"
     methods = meta.get("methods") or {}
 
@@ -116,11 +111,13 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
         self._airlock_key = uuid.uuid4().hex
 
     def INPUT_TYPES(cls) -> dict[str, Any]:
-        return input_types
+        # The worker's own answer while it runs, as native code would give (ADR 0022).
+        return live_inputs.input_types(pack, node_id, input_types)
 
     def run(self, **kwargs: Any) -> Any:
         _check_inputs(pack.name, node_id, kwargs)
-        out = pack.run(node_id, self._airlock_key, function, _dynprompt_free(kwargs, hidden))
+        args = prompt_context.outbound(kwargs, dynprompts)
+        out = pack.run(node_id, self._airlock_key, function, *args)
         return _fix_outputs(meta, out)
 
     attrs: dict[str, Any] = {
@@ -146,7 +143,7 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
     if methods.get("IS_CHANGED"):
 
         def IS_CHANGED(cls, **kwargs: Any) -> Any:
-            return pack.run(node_id, "", "IS_CHANGED", _dynprompt_free(kwargs, hidden))
+            return pack.run(node_id, "", "IS_CHANGED", *prompt_context.outbound(kwargs, dynprompts))
 
         attrs["IS_CHANGED"] = classmethod(IS_CHANGED)
 
@@ -154,7 +151,7 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
         spec = methods["VALIDATE_INPUTS"]
 
         def VALIDATE_INPUTS(*args: Any, **kwargs: Any) -> Any:
-            return pack.run(node_id, "", "VALIDATE_INPUTS", kwargs)
+            return pack.run(node_id, "", "VALIDATE_INPUTS", *prompt_context.outbound(kwargs, ()))
 
         # ComfyUI passes only the inputs this signature names (and input_types if named).
         VALIDATE_INPUTS.__signature__ = _signature(spec)  # type: ignore[attr-defined]
@@ -163,7 +160,8 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
     if methods.get("check_lazy_status"):
 
         def check_lazy_status(self, **kwargs: Any) -> Any:
-            return pack.run(node_id, self._airlock_key, "check_lazy_status", kwargs)
+            args = prompt_context.outbound(kwargs, dynprompts)
+            return pack.run(node_id, self._airlock_key, "check_lazy_status", *args)
 
         attrs["check_lazy_status"] = check_lazy_status
 

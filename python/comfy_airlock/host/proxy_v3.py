@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from comfy_airlock.host import live_inputs, prompt_context
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.host.proxy import (
     PackModule,
@@ -68,33 +69,35 @@ def build_v3_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
     methods = meta.get("methods") or {}
     outputs_meta = {"RETURN_TYPES": tuple(info.get("output") or ())}
 
-    def with_hidden(cls: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def with_hidden(cls: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         # ComfyUI's PREPARE_CLASS_CLONE put the hidden values on the clone; the worker's
-        # real class gets them by name. DYNPROMPT is a live host object: None crosses.
+        # real class gets them by name, DYNPROMPT rebuilt there (ADR 0022).
         holder = getattr(cls, "hidden", None)
         for name in hidden:
-            kwargs[name] = None if name == "dynprompt" else getattr(holder, name, None)
-        return kwargs
+            kwargs[name] = getattr(holder, name, None)
+        return prompt_context.outbound(kwargs, ["dynprompt"] if "dynprompt" in hidden else ())
 
     def forward(method: str):
         def call(cls: Any, **kwargs: Any) -> Any:
-            return pack.run(node_id, "", method, with_hidden(cls, kwargs))
+            return pack.run(node_id, "", method, *with_hidden(cls, kwargs))
 
         return call
 
     def execute(cls: Any, **kwargs: Any) -> Any:
         _check_inputs(pack.name, node_id, kwargs)
-        out = pack.run(node_id, "", "execute", with_hidden(cls, kwargs))
+        out = pack.run(node_id, "", "execute", *with_hidden(cls, kwargs))
         return _fix_outputs(outputs_meta, out)
 
     def define_schema(cls: Any) -> Any:
         raise NotImplementedError(f"node {node_id!r}: its schema lives in its worker")
 
     def get_node_info_v1(cls: Any) -> dict[str, Any]:
-        return copy.deepcopy(info)
+        # The worker's own answer while it runs, as native code would give (ADR 0022).
+        live = live_inputs.info(pack, node_id, info)
+        return copy.deepcopy({**live, "python_module": module})
 
     def get_input_types(cls: Any) -> dict[str, Any]:
-        return input_types
+        return live_inputs.input_types(pack, node_id, input_types)
 
     attrs: dict[str, Any] = {
         "__doc__": f"Node {node_id!r} of the isolated pack {pack.name!r} (runs in its worker).",

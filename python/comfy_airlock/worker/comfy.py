@@ -29,6 +29,7 @@ from comfy_airlock.worker import describe, interrupts, models, server_shim, star
 from comfy_airlock.worker import routes as _routes
 from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly
 from comfy_airlock.worker.server_shim import encode_preview as _encode_preview
+from comfy_airlock.worker.web_directory import read as _web_directory
 
 log = logging.getLogger("comfy_airlock.worker")
 
@@ -160,6 +161,9 @@ def _load_pack() -> None:
         return
     pack_dir = _CONFIG["pack_dir"]
     name = _CONFIG.get("module_name") or os.path.basename(pack_dir.rstrip("/"))
+    from comfy_airlock import compat
+
+    compat.add_to_path()  # comfy-env packs import comfy_env (ours unless one is installed)
     _prepare(pack_dir)
     init = os.path.join(pack_dir, "__init__.py")
     if os.path.isfile(init):
@@ -249,6 +253,17 @@ def _run_async(coro: Any) -> Any:
     return _LOOP.run_until_complete(coro)
 
 
+def warm() -> None:
+    """Imports the pack now (a worker started ahead of its first node: host/prestart.py)."""
+    _load_pack()
+
+
+def loaded_nodes() -> tuple[dict[str, type], set[str]]:
+    """The pack's node classes by id, and the ids of its V3 ones (the pack imported first)."""
+    _load_pack()
+    return _NODES, _V3
+
+
 # --- scan -----------------------------------------------------------------------------------
 
 
@@ -273,6 +288,7 @@ def scan() -> dict[str, Any]:
         "skipped": skipped,
         "folders": _added_folders(),
         "routes": _routes.describe(),
+        "web_directory": _web_directory(_PACK, _CONFIG.get("entry")),
     }
 
 

@@ -22,7 +22,7 @@ class V3Repeat(io.ComfyNode):
                 io.Combo.Input("sep", options=["-", "+", " "], default="-"),
             ],
             outputs=[io.String.Output(display_name="repeated", tooltip="text, times over")],
-            hidden=[io.Hidden.unique_id],
+            hidden=[io.Hidden.unique_id, io.Hidden.dynprompt],
         )
 
     @classmethod
@@ -31,7 +31,9 @@ class V3Repeat(io.ComfyNode):
 
     @classmethod
     def execute(cls, text, times, sep):
-        return io.NodeOutput(sep.join([text] * times) + f"@{cls.hidden.unique_id}")
+        uid, dynprompt = cls.hidden.unique_id, cls.hidden.dynprompt
+        node = dynprompt.get_node(uid)["class_type"]  # DYNPROMPT's read API, as natively
+        return io.NodeOutput(sep.join([text] * times) + f"@{uid}:{node}")
 
 
 class V3Noise(io.ComfyNode):

@@ -4,12 +4,16 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use airlock_env::{EnvOptions, Lines, Progress, Spinner, ensure_env, stderr_is_terminal};
+use airlock_env::{
+    ConfigFormat, DiscoveredPack, EnvOptions, Lines, Progress, Spinner, ensure_env_at,
+    stderr_is_terminal,
+};
 
 use super::{NO_BASE, Place, discover, where_packs_go};
 
-/// One pack to build: its name, its folder, and the config error found at discovery.
-type Todo = (String, PathBuf, Option<String>);
+/// One env to build: its pack's name, its folder, the config error found at discovery, and
+/// the comfy-env config it is built from (a comfy-env pack may have one env per file).
+type Todo = (String, PathBuf, Option<String>, Option<PathBuf>);
 
 pub(crate) fn build(
     opts: &EnvOptions,
@@ -27,7 +31,7 @@ pub(crate) fn build(
         Box::new(Lines(|line: &str| eprintln!("{line}")))
     };
     let (mut built, mut current) = (0, 0);
-    for (name, dir, config_error) in todo {
+    for (name, dir, config_error, config_file) in todo {
         if interrupted() {
             eprintln!("airlock: interrupted");
             return 130;
@@ -37,7 +41,7 @@ pub(crate) fn build(
             failed.push(name);
             continue;
         }
-        match ensure_env(&dir, opts, true, progress.as_ref()) {
+        match ensure_env_at(&dir, config_file.as_deref(), opts, true, progress.as_ref()) {
             Ok(info) => {
                 let how = if info.built {
                     built += 1;
@@ -92,6 +96,7 @@ fn select(place: &Place, names: &[String]) -> Result<(Vec<Todo>, Vec<String>), i
                 p.name.clone(),
                 p.dir.clone(),
                 p.config.as_ref().err().map(|e| e.to_string()),
+                comfy_env_file(p),
             ));
         }
         return Ok((todo, failed));
@@ -101,12 +106,12 @@ fn select(place: &Place, names: &[String]) -> Result<(Vec<Todo>, Vec<String>), i
             .iter()
             .find(|p| &p.name == n || p.dir.file_name().is_some_and(|f| f == n.as_str()));
         match by_name {
-            Some(p) => todo.push((p.name.clone(), p.dir.clone(), None)),
+            Some(p) => todo.push((p.name.clone(), p.dir.clone(), None, comfy_env_file(p))),
             None if Path::new(n).is_dir() => {
                 let dir = Path::new(n)
                     .canonicalize()
                     .unwrap_or_else(|_| PathBuf::from(n));
-                todo.push((n.clone(), dir, None));
+                todo.push((n.clone(), dir, None, None));
             }
             None => {
                 let known: Vec<&str> = found.iter().map(|p| p.name.as_str()).collect();
@@ -126,4 +131,13 @@ fn select(place: &Place, names: &[String]) -> Result<(Vec<Todo>, Vec<String>), i
         }
     }
     Ok((todo, failed))
+}
+
+/// The comfy-env config of a discovered env (a pack may have one env per file).
+fn comfy_env_file(p: &DiscoveredPack) -> Option<PathBuf> {
+    p.config
+        .as_ref()
+        .ok()
+        .filter(|c| c.format == ConfigFormat::ComfyEnv)
+        .map(|c| c.file.clone())
 }

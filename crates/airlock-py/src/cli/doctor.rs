@@ -178,6 +178,9 @@ fn print_report(r: &PackReport) {
     if let Some(log) = &r.log {
         println!("  build log  {}", log.display());
     }
+    for n in &r.notices {
+        println!("  note       {n}");
+    }
     for p in &r.problems {
         for (i, line) in p.lines().enumerate() {
             println!(

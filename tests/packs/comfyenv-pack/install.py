@@ -1,0 +1,3 @@
+from comfy_env import install
+
+install()

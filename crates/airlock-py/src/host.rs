@@ -148,8 +148,9 @@ impl Worker {
 impl Worker {
     /// Starts the worker. `env` is its whole environment as `(name, value)` pairs.
     ///
-    /// `liveness` is `(interval, grace)` in seconds: the worker is pinged every `interval` and
-    /// killed as hung after `grace` without an answer (None: no watch). `signal_after` and
+    /// `liveness` is `(interval, grace)` in seconds: the worker is asked for its memory report
+    /// every `interval` (`last_report`) and killed as hung after `grace` without an answer
+    /// (grace None: never; liveness None: no timer). `signal_after` and
     /// `kill_after` are the interrupt escalation's delays (None: leave that step out).
     #[new]
     #[pyo3(signature = (
@@ -166,7 +167,7 @@ impl Worker {
         cwd: Option<PathBuf>,
         connect_timeout: f64,
         on_event: Option<Py<PyAny>>,
-        liveness: Option<(f64, f64)>,
+        liveness: Option<(f64, Option<f64>)>,
         signal_after: Option<f64>,
         kill_after: Option<f64>,
     ) -> PyResult<Worker> {
@@ -180,7 +181,7 @@ impl Worker {
         let liveness = match liveness {
             Some((interval, grace)) => Some(Liveness {
                 interval: secs("liveness interval", interval)?,
-                grace: secs("liveness grace", grace)?,
+                grace: grace.map(|g| secs("liveness grace", g)).transpose()?,
             }),
             None => None,
         };
@@ -315,21 +316,14 @@ impl Worker {
             .map_err(|e| self.control_failed(py, &p, e))
     }
 
-    /// The worker's latest memory report, from its control thread; None when no process is
-    /// running or it has published none yet.
-    #[pyo3(signature = (timeout=5.0))]
-    fn heartbeat<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let process = {
+    /// The worker's latest memory report as its liveness timer last read it; None when no
+    /// process is running or none was read yet. Sends nothing.
+    fn last_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let report = {
             let slot = slot_lock(py, &self.slot);
-            slot.running.as_ref().map(|r| r.process.clone())
+            slot.running.as_ref().and_then(|r| r.process.last_report())
         };
-        let Some(p) = process else {
-            return Ok(None);
-        };
-        let report = py
-            .detach(|| p.heartbeat(Duration::from_secs_f64(timeout)))
-            .map_err(|e| self.control_failed(py, &p, e))?;
-        shapes::report_or_none(py, report.as_ref()).map(Some)
+        shapes::report_or_none(py, report.as_ref())
     }
 
     /// Runs a command in the worker of `generation`: `op` is "unload", "partially_unload"

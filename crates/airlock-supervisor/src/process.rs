@@ -211,6 +211,13 @@ impl WorkerProcess {
         }
     }
 
+    /// The worker's latest memory report as the last heartbeat on its control lane answered it
+    /// (the liveness thread's, every interval, or [`WorkerProcess::heartbeat`]'s); None before
+    /// the first. Reads no lane, so it costs nothing and never waits.
+    pub fn last_report(&self) -> Option<WorkerReport> {
+        self.heard.report()
+    }
+
     /// Runs `op` on `model` in the worker, stamped with this process's generation, and
     /// returns its outcome and the worker's report taken after it.
     pub fn model_command(
@@ -274,10 +281,10 @@ impl WorkerProcess {
             }
             match self.control.recv_timeout(left)? {
                 Some(m) if answer_seq(&m) == Some(seq) => {
-                    self.heard.now();
+                    self.heard.frame(&m);
                     return Ok(m);
                 }
-                Some(_) => self.heard.now(),
+                Some(m) => self.heard.frame(&m),
                 None => return Err(LaneError::Closed),
             }
         }

@@ -166,6 +166,42 @@ fn heartbeats_and_model_commands_are_answered_while_a_call_runs() {
 }
 
 #[test]
+fn the_liveness_timer_keeps_the_latest_report_and_never_kills_without_a_grace() {
+    if fake::is_worker() {
+        return;
+    }
+    let mut s = spec("echo");
+    s.liveness = Some(Liveness {
+        interval: Duration::from_millis(50),
+        grace: None,
+    });
+    let w = WorkerProcess::spawn(&s, 1, Arc::<Collect>::default()).unwrap();
+    // No request of ours: the timer's heartbeats bring the report the fake published.
+    let until = Instant::now() + Duration::from_secs(10);
+    while w.last_report().is_none() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let kept = w
+        .last_report()
+        .expect("the timer read the published report");
+    assert_eq!((kept.seq, kept.pid), (1, w.pid() as u32));
+    // A command's own report (seq 13) is its caller's; the timer keeps what is published.
+    let (_, after) = w
+        .model_command(3, ModelOp::Unload, Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(after.map(|r| r.seq), Some(13));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(w.last_report().map(|r| r.seq), Some(1));
+    // Frozen with no grace: reports stop coming, the worker is not declared hung.
+    let pid = rustix::process::Pid::from_raw(w.pid()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(w.is_alive() && w.verdict().is_none());
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
+    w.kill();
+}
+
+#[test]
 fn an_interrupt_reaches_a_node_that_checks_through_the_signal_page() {
     if fake::is_worker() {
         return;
@@ -205,7 +241,7 @@ fn a_frozen_worker_is_declared_hung_and_a_long_quiet_call_is_not() {
     let mut s = spec("echo");
     s.liveness = Some(Liveness {
         interval: Duration::from_millis(50),
-        grace: Duration::from_millis(400),
+        grace: Some(Duration::from_millis(400)),
     });
     let w = WorkerProcess::spawn(&s, 1, Arc::<Collect>::default()).unwrap();
     let lane = w.call_lane().clone();

@@ -4,6 +4,7 @@ ComfyUI, carry on. Nothing here ever imports a pack's code into the host."""
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import logging
@@ -268,13 +269,15 @@ def _register_routes() -> None:
     _ROUTES_DONE = True
     from aiohttp import web
 
+    # Both read native worker handles, which wait while a worker is being spawned: off the
+    # event loop, so a spawn never stalls ComfyUI's server (its websocket, its other routes).
     @instance.routes.get("/airlock/workers")
     async def _workers(request: Any) -> Any:
-        return web.json_response(status())
+        return web.json_response(await asyncio.to_thread(status))
 
     @instance.routes.get("/airlock/status")
     async def _status(request: Any) -> Any:
-        return web.json_response(memory_status())
+        return web.json_response(await asyncio.to_thread(memory_status))
 
     # What GET /extensions would list of isolated packs (web/isolated_extensions.js reads it).
     @instance.routes.get("/airlock/extensions")

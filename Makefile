@@ -59,17 +59,27 @@ test: lint build
 	bash scripts/loom.sh
 	$(VENV_ENV) $(PY) -m pytest -q tests $(PYTEST_ARGS)
 
-# Side by side with comfy-env 0.4.46 and pyisolate 0.10.2 (PyPI, in .envs/bench made by
-# bench/setup.sh) and the native floors, in one run: bench/out/compare.{json,md,png}. Then
-# comfy-airlock alone against the floors in three CPU placements, plus crash latency:
-# bench/out/results.json. bench-quick: a short version of both (a few minutes). `bench` also
-# runs the memory scenarios (bench/memory_plot.py, ~3 min): bench/out/memory.{json,md} and
-# docs/memory-headline.png.
+# Side by side with comfy-env 0.4.46, pyisolate 0.10.2 (PyPI, in .envs/bench made by
+# bench/setup.sh) and a plain pickle worker, ComfyUI-shaped workers, the native floors, in one run:
+# bench/out/compare.{json,md,png}. Then the fresh-output rows again with the harness (the host)
+# itself not spinning its OpenMP threads (compare-host-passive.json), the OpenMP wait policies
+# of a worker under each host policy (threads*.json, ADR 0028), a worker's cold start step
+# by step against a bare interpreter (cold_start.json), a prompt over HTTP isolated against
+# native (prompt.json), the memory scenarios (bench/memory_plot.py, ~3 min: memory.{json,md},
+# docs/memory-headline.png), eviction, and comfy-airlock alone against the floors (results.json).
+# bench-quick: a short version of the comparisons (a few minutes).
 BENCH_PY := $(CURDIR)/.envs/bench/bin/python
+FRESH_CASES := fresh_1048576,fresh_67108864,fresh_536870912,echo_1048576
 
 bench: build
 	bash bench/setup.sh
 	$(BENCH_PY) bench/compare.py
+	OMP_WAIT_POLICY=PASSIVE $(BENCH_PY) bench/compare.py --rounds 3 --cases $(FRESH_CASES) \
+		--out bench/out/compare-host-passive.json
+	$(VENV_ENV) $(PY) bench/threads.py
+	OMP_WAIT_POLICY=PASSIVE $(VENV_ENV) $(PY) bench/threads.py --out bench/out/threads-host-passive.json
+	$(VENV_ENV) $(PY) bench/cold_start.py
+	$(VENV_ENV) $(PY) bench/prompt.py
 	$(BENCH_PY) bench/memory_plot.py --python $(PY)
 	$(VENV_ENV) $(PY) bench/eviction.py
 	$(VENV_ENV) $(PY) bench/run.py
@@ -77,6 +87,8 @@ bench: build
 bench-quick: build
 	bash bench/setup.sh
 	$(BENCH_PY) bench/compare.py --quick
+	$(VENV_ENV) $(PY) bench/cold_start.py --rounds 2
+	$(VENV_ENV) $(PY) bench/prompt.py --rounds 2 --prompts 2
 	$(VENV_ENV) $(PY) bench/run.py --quick
 
 # Real ComfyUI on CPU with comfy-airlock and the example packs: a workflow over HTTP, the

@@ -69,3 +69,127 @@ def run_node(class_name: str, kwargs: dict):
     """Instantiates a node class and calls its FUNCTION, as a node runner does."""
     cls = NODES[class_name]
     return getattr(cls(), cls.FUNCTION)(**kwargs)
+
+
+def times_one(x):
+    """A fresh output of the input's size: ``x * 1``, as a node's computation returns."""
+    return x * 1
+
+
+def compute_loop(nbytes: int, reps: int) -> float:
+    """Seconds for ``reps`` elementwise ops on a tensor of ``nbytes`` inside the worker (many
+    small parallel regions: what an OpenMP wait policy costs compute)."""
+    import time
+
+    import torch
+
+    x = torch.rand(nbytes // 4)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        x = x * 1.0001
+    return time.perf_counter() - t0
+
+
+def matmul_loop(n: int, reps: int) -> float:
+    """Seconds for ``reps`` n x n float32 matmuls inside the worker (one big parallel op)."""
+    import time
+
+    import torch
+
+    a = torch.rand(n, n)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ a
+    return time.perf_counter() - t0
+
+
+def import_comfy(comfy_dir: str, cpu: bool = True) -> str:
+    """What a pack's worker loads before its first node: torch and ComfyUI's core modules
+    (``comfy.model_management``, ``comfy.utils``, ``folder_paths``) from the ComfyUI tree at
+    ``comfy_dir``, started as ``main.py --cpu`` when ``cpu``. With them imported, every call
+    goes through the worker's model bookkeeping."""
+    import sys
+
+    if comfy_dir not in sys.path:
+        sys.path.insert(0, comfy_dir)
+    import comfy.options
+
+    comfy.options.enable_args_parsing()
+    sys.argv = ["main.py", *(["--cpu"] if cpu else [])]
+    import comfy.model_management
+    import comfy.utils
+    import folder_paths  # noqa: F401
+    import torch
+
+    return torch.__version__
+
+
+def import_comfy_timed(comfy_dir: str, cpu: bool = True) -> tuple[float, float]:
+    """:func:`import_comfy`, returning when it began and ended (CLOCK_BOOTTIME seconds)."""
+    import time
+
+    t0 = time.clock_gettime(time.CLOCK_BOOTTIME)
+    import_comfy(comfy_dir, cpu)
+    return t0, time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def profile_wrapper(n: int) -> str:
+    """cProfile of ``n`` calls of the runtime's per-call wrapper around ``noop`` (diagnosis)."""
+    import cProfile
+    import io
+    import pstats
+
+    from comfy_airlock.worker import runtime
+
+    call = runtime._resolve("bench_targets:noop")
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(n):
+        call()
+    pr.disable()
+    out = io.StringIO()
+    pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(15)
+    return out.getvalue()
+
+
+def start_marks() -> dict:
+    """The worker's start timeline (CLOCK_BOOTTIME seconds) and now."""
+    import time
+
+    from comfy_airlock.worker import runtime
+
+    return {**runtime.START_MARKS, "now": time.clock_gettime(time.CLOCK_BOOTTIME)}
+
+
+def module_names() -> list:
+    """The modules imported in this process (diagnosis of a worker's start)."""
+    import sys
+
+    return sorted(sys.modules)
+
+
+def wrapper_cost(n: int) -> dict:
+    """Nanoseconds per call of the runtime's per-call wrapper around ``noop``, and of ``noop``
+    itself, in this worker (diagnosis of the no-op row)."""
+    import time
+
+    from comfy_airlock.worker import floor, models, ram, runtime
+
+    call = runtime._resolve("bench_targets:noop")
+    out = {}
+    parts = (
+        ("wrapped", call),
+        ("bare", noop),
+        ("active", models.active),
+        ("begin_call", models.begin_call),
+        ("end_call", models.end_call),
+        ("signature", models._signature),
+        ("enter_leave", lambda: (ram.enter(), ram.leave())),
+        ("floor_due", lambda: floor.due(False)),
+    )
+    for name, f in parts:
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            f()
+        out[name] = (time.perf_counter_ns() - t0) / n
+    return out

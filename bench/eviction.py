@@ -4,8 +4,9 @@ holds itself (the floor: no process boundary), and the arbiter's decision time.
 
 Runs the REAL upstream ``comfy.model_management`` (ComfyUI 0.30.0, ``--cpu``) with the scenario
 host of the tests (``tests/comfyui/scenario_host.py``: a simulated card standing for
-``cuda:0``, a real worker of tests/packs/memory-pack booking its models on it). The peers have
-no equivalent: their worker models are invisible to ``free_memory``.
+``cuda:0``, a real worker of tests/packs/memory-pack booking its models on it). The peers are
+not measured here (comfy-env 0.4.46 registers stand-ins of its own; a side-by-side row would
+drive each through the same upstream ``free_memory``).
 
     COMFYUI_DIR=... python bench/eviction.py [--reps 20] [--out bench/out/eviction.json]
 """

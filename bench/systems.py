@@ -8,6 +8,8 @@ worker's, and bench/bench_targets.py as the code that runs in the worker:
   tests (tests/test_transport_probe.py and others); ``call_module`` for functions and
   ``call_method`` (module, class, method, kwargs), the route its node proxies take, for the node.
   No pixi, no ComfyUI.
+- a plain pickle worker (bench/pickle_worker.py): pickled ``(function, args)`` over a
+  socketpair, the floor of a hand-made isolation; a baseline, not a peer.
 - pyisolate 0.10.2: an ``Extension`` built as its test harness builds one
   (tests/harness/host.py): host-coupled (the default for uv), ``share_torch=True``, sandbox
   off, no dependencies, torch's ``file_system`` sharing strategy. Its proxy methods are
@@ -24,6 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import pickle
+import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -120,7 +125,13 @@ class ComfyEnv(System):
 
     def call(self, fn: str, *args: Any) -> Any:
         # call_module passes keyword arguments only.
-        names = {"echo": ("x",), "make": ("nbytes",), "nbytes_of": ("x",)}.get(fn, ())
+        names = {
+            "echo": ("x",),
+            "make": ("nbytes",),
+            "nbytes_of": ("x",),
+            "times_one": ("x",),
+            "import_comfy": ("comfy_dir", "cpu"),
+        }.get(fn, ())
         return self.w.call_module(
             module="bench_targets", func=fn, **dict(zip(names, args, strict=False))
         )
@@ -269,5 +280,57 @@ class Pyisolate(System):
             self.loop.close()
 
 
-SYSTEMS: dict[str, type[System]] = {s.key: s for s in (Airlock, ComfyEnv, Pyisolate)}
+class PickleWorker(System):
+    """The plain baseline: pickled calls over a socketpair (bench/pickle_worker.py)."""
+
+    key, label = "pickle", "pickle worker"
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+
+    def start(self) -> None:
+        import pickle_worker
+
+        self._wire = pickle_worker
+        ours, theirs = socket.socketpair()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(BENCH / "pickle_worker.py"), str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+        )
+        theirs.close()
+        self.sock = ours
+
+    def call(self, fn: str, *args: Any) -> Any:
+        wire = self._wire
+        wire.send(self.sock, pickle.dumps((fn, args)))
+        head = wire.recv_exact(self.sock, wire.HEADER.size)
+        if head is None:
+            raise RuntimeError("the pickle worker closed its socket")
+        (n,) = wire.HEADER.unpack(head)
+        ok, value = pickle.loads(wire.recv_exact(self.sock, n))
+        if not ok:
+            raise RuntimeError(f"pickle worker: {value}")
+        return value
+
+    def node(self, class_name: str, kwargs: dict) -> Any:
+        return self.call("run_node", class_name, kwargs)
+
+    def pids(self) -> list[int]:
+        return [self.proc.pid] if self.proc is not None and self.proc.poll() is None else []
+
+    def stop(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+
+SYSTEMS: dict[str, type[System]] = {s.key: s for s in (Airlock, ComfyEnv, Pyisolate, PickleWorker)}
 PEERS = ("comfy_env", "pyisolate")

@@ -105,8 +105,13 @@ def host_worker():
 
 
 def memfd_count() -> int:
-    """memfds open or mapped in this process (our segments show up as memfd:airlock-*)."""
+    """memfds open or mapped in this process (our segments show up as memfd:airlock-*). Every
+    idle worker's lane is trimmed first (comfy_airlock/idle_trim.py), so a module's shared
+    worker going idle during a test does not move the count."""
+    from comfy_airlock import idle_trim
+
     gc.collect()
+    idle_trim.TRIMMER.pass_once(0.0)
     fds = 0
     for fd in os.listdir("/proc/self/fd"):
         try:

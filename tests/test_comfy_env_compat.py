@@ -91,3 +91,85 @@ def test_a_missing_cuda_wheel_says_what_was_looked_for(tmp_path, monkeypatch):
         msg
     )
     assert str(tmp_path / "wheels") in msg, msg
+
+
+def test_plan_resolves_each_requirement_or_names_what_stopped_it(tmp_path):
+    """``airlock plan``: every conda, PyPI and ``[cuda]`` requirement of each env resolved, or its
+    error naming the registry; nothing installed (what bench/comfyenv_heldout.py runs on real
+    packs)."""
+    from importlib.metadata import version
+
+    from conda_channel import Package, make_channel, make_wheel
+
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    make_channel(
+        tmp_path / "channels" / "conda-forge",
+        [
+            Package("python", f"{py}.99", subdir="linux-64"),
+            Package("tinygeom", "1.0", files={"share/tinygeom.txt": "1\n"}),
+        ],
+    )
+    torch = ".".join(version("torch").split("+")[0].split(".")[:2])
+    cp = f"cp{py.replace('.', '')}"
+    make_wheel(
+        tmp_path / "cuda" / "tinycuda",
+        "tinycuda",
+        f"0.1+cu128torch{torch}",
+        f"{cp}-{cp}-linux_x86_64",
+        {"tinycuda/__init__.py": ""},
+    )
+    make_wheel(tmp_path / "pypi", "tinypure", "1.0", "py3-none-any", {"tinypure/__init__.py": ""})
+    base = tmp_path / "base"
+    pack = _comfy_env_pack(
+        base / "isolated_nodes",
+        """\
+        [dependencies]
+        tinygeom = ">=1.0"
+        [pypi-dependencies]
+        tinypure = "*"
+        [cuda]
+        packages = ["tinycuda"]
+        """,
+    )
+    (pack / "nodes" / "far").mkdir()
+    (pack / "nodes" / "far" / "__init__.py").write_text("")
+    (pack / "nodes" / "far" / "comfy-env.toml").write_text(
+        '[workspace]\nchannels = ["nowhere"]\n[dependencies]\ncgal = "*"\n'
+        '[pypi-dependencies]\nnosuchdist-airlock = "*"\n[cuda]\npackages = ["nocuda"]\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "comfy_airlock.cli", "--home", str(tmp_path / "home"), "plan",
+         "--base", str(base), "--json"],
+        env={
+            **os.environ,
+            "AIRLOCK_CONDA_CHANNEL_ALIAS": str(tmp_path / "channels"),
+            "AIRLOCK_CUDA_WHEELS": str(tmp_path / "cuda"),
+            "AIRLOCK_CUDA_VERSION": "12.8",
+            "UV_NO_INDEX": "1",
+            "UV_FIND_LINKS": str(tmp_path / "pypi"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    import json
+
+    envs = {e["name"]: e for e in json.loads(out.stdout)["envs"]}
+    assert sorted(envs) == ["MyPack/far", "MyPack/mesh"], out.stdout
+    ok, far = envs["MyPack/mesh"], envs["MyPack/far"]
+    assert ok["refused"] is None and far["refused"] is None
+    got = {o["requirement"]: o for o in ok["conda"] + ok["pypi"] + ok["cuda"]}
+    assert got["tinygeom >=1.0"]["resolved"].startswith("1.0 "), got
+    assert got[f"python {py}.*"]["resolved"].startswith(f"{py}.99 "), got
+    assert got["tinypure"]["resolved"] == "1.0", got
+    assert got["tinycuda"]["resolved"].endswith(
+        f"tinycuda-0.1+cu128torch{torch}-{cp}-{cp}-linux_x86_64.whl"
+    ), got
+    for o in far["conda"]:
+        assert "conda channel nowhere" in o["error"] and "looking for cgal" in o["error"], o
+    assert "nosuchdist-airlock" in far["pypi"][0]["error"], far["pypi"]
+    assert "no prebuilt wheel of nocuda" in far["cuda"][0]["error"], far["cuda"]
+    assert not (tmp_path / "home" / "envs").exists() or not any(
+        (tmp_path / "home" / "envs").iterdir()
+    )

@@ -25,6 +25,14 @@ def test_exception_args_are_preserved(host_worker):
     assert info.value.args == ("missing",)
 
 
+def test_an_os_error_keeps_its_file_name(host_worker):
+    with pytest.raises(FileNotFoundError) as info:
+        host_worker.call("airlock_testpack:raise_", "file", "/no/such/file.png")
+    # As natively: "[Errno 2] No such file or directory: '/no/such/file.png'".
+    assert info.value.filename == "/no/such/file.png"
+    assert str(info.value) == "[Errno 2] No such file or directory: '/no/such/file.png'"
+
+
 def test_torch_oom_arrives_as_torch_oom(host_worker):
     with pytest.raises(torch.cuda.OutOfMemoryError, match=r"Tried to allocate 2.00 GiB"):
         host_worker.call("airlock_testpack:raise_", "oom")

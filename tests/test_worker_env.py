@@ -93,6 +93,8 @@ def isolated(tmp_path, monkeypatch):
 def test_host_secrets_do_not_reach_the_worker_but_env_vars_do(isolated, monkeypatch):
     for k, v in {**SECRETS, **NEEDED}.items():
         monkeypatch.setenv(k, v)
+    for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "KMP_LIBRARY"):
+        monkeypatch.delenv(k, raising=False)
     p = isolated(env_vars={"PACK_SETTING": "on", "OMP_NUM_THREADS": "1"})
     env = p.worker().call("airlock_escape:environ")
     leaked = sorted(k for k in SECRETS if k in env)
@@ -102,6 +104,24 @@ def test_host_secrets_do_not_reach_the_worker_but_env_vars_do(isolated, monkeypa
     assert env["CUDA_VISIBLE_DEVICES"] == "1,0" and env["AIRLOCK_TEST_KNOB"] == "1"
     assert env["AIRLOCK_WORKER"] == "1" and "AIRLOCK_COMFY" in env
     assert env["PATH"] == os.environ["PATH"]
+    # Threads sleep when idle by default (thread_policy.py); the host's own setting is not
+    # touched.
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert "OMP_WAIT_POLICY" not in os.environ
+
+
+def test_a_pack_or_operator_wait_policy_wins(isolated, monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setenv("GOMP_SPINCOUNT", "5000")
+    env = isolated("spins").worker().call("airlock_escape:environ")
+    assert env["GOMP_SPINCOUNT"] == "5000" and "OMP_WAIT_POLICY" not in env
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    env = (
+        isolated("active", env_vars={"OMP_WAIT_POLICY": "ACTIVE"})
+        .worker()
+        .call("airlock_escape:environ")
+    )
+    assert env["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
 def _private(path: str) -> None:

@@ -35,6 +35,12 @@ class BenchExtension(ExtensionBase):
     async def run_node(self, class_name: str, kwargs: dict) -> Any:
         return bench_targets.run_node(class_name, kwargs)
 
+    async def times_one(self, x: Any) -> Any:
+        return bench_targets.times_one(x)
+
+    async def import_comfy(self, comfy_dir: str, cpu: bool = True) -> str:
+        return bench_targets.import_comfy(comfy_dir, cpu)
+
 
 class BenchAdapter:
     """Minimal adapter, as pyisolate's ReferenceAdapter: torch tensors by shared memory."""

@@ -2,7 +2,11 @@
 
 The core is the Rust extension ``comfy_airlock._native``; this package re-exports it with a
 thin, typed Python layer. Importing it installs the value codec (tensors, arrays, codecs).
+:class:`Worker` and :data:`INHERIT_ENV` (the host's side) are imported on first use: a worker
+imports this package too, before anything else, and its start is on every first call's path.
 """
+
+from typing import TYPE_CHECKING
 
 from comfy_airlock import values as _values  # installs the codec hooks
 from comfy_airlock._native import (
@@ -21,9 +25,23 @@ from comfy_airlock._native import (
     ValueTooLarge,
     WorkerDied,
 )
-from comfy_airlock.supervisor import Worker
 from comfy_airlock.values import Codec, register_codec
-from comfy_airlock.worker_env import INHERIT_ENV
+
+if TYPE_CHECKING:
+    from comfy_airlock.supervisor import Worker
+    from comfy_airlock.worker_env import INHERIT_ENV
+
+
+def __getattr__(name):
+    if name == "Worker":
+        from comfy_airlock.supervisor import Worker
+
+        return Worker
+    if name == "INHERIT_ENV":
+        from comfy_airlock.worker_env import INHERIT_ENV
+
+        return INHERIT_ENV
+    raise AttributeError(f"module 'comfy_airlock' has no attribute {name!r}")
 
 
 def register_model(module, *, name=None, device=None):

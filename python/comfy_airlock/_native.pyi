@@ -104,8 +104,9 @@ class Lane:
     @property
     def mappings(self) -> dict[tuple[int, int], Any]:
         """``(side, segment) -> mapping``, owned by the Python codec."""
-    def alloc(self, nbytes: int) -> Region:
-        """Leases ``nbytes`` of our pool."""
+    def alloc(self, nbytes: int, frozen: bool = False) -> Region:
+        """Leases ``nbytes`` of our pool; ``frozen``: in a segment that only our pool writes,
+        for a copy we keep (ADR 0027)."""
     def write(self, region: Region, src: int, nbytes: int) -> None:
         """Copies ``nbytes`` from address ``src`` (a live, dense tensor or array the caller
         holds) into our leased region, without the GIL."""
@@ -122,11 +123,38 @@ class Lane:
         """A new fd (the caller closes it) for mapping a segment, and its length."""
     def take_unmapped(self) -> list[tuple[int, int]]:
         """Segments retired since the last call, whose mappings should be dropped."""
+    def releaser(self) -> Callable[[int, int, int, int], None]:
+        """``release`` as a callable that holds the lane's core but not this object (no
+        cycle through bookkeeping the lane holds)."""
+    def trim(self) -> int:
+        """Retires our idle segments and frees their memory now; returns the bytes given
+        back. Safe from any thread."""
     def stats(self) -> LaneStats:
         """The pool's counters now."""
 
 def rejections() -> Rejections:
     """Peer input this process refused since it started, by reason."""
+
+@final
+class WriteWatch:
+    """Watches a span of this process's private memory for writes by any route (kept
+    copies, ADR 0027)."""
+
+    @staticmethod
+    def start(addr: int, nbytes: int) -> WriteWatch | None:
+        """A watch of that memory, or None when it cannot be watched (not private anonymous
+        memory, or a kernel without userfaultfd's async write-protection and
+        ``PAGEMAP_SCAN``). Private to the codec."""
+    def unchanged(self) -> bool:
+        """True when nothing wrote the memory since the watch started or last answered
+        False."""
+
+def private_pages(addr: int, nbytes: int) -> list[tuple[int, int]] | None:
+    """``[(start, end), ...]``: the pages of the span, in a private mapping of a shared
+    segment, that this process wrote; None when the kernel cannot say."""
+
+def write_watch_supported() -> bool:
+    """Whether write watches work here at all."""
 
 @final
 class Worker:
@@ -232,6 +260,9 @@ class WorkerLink:
     @property
     def in_call(self) -> bool:
         """Whether a call is running now."""
+    def idle_seconds(self) -> float | None:
+        """Seconds since the last call ended (or since the connection, before the first);
+        None while a call runs."""
     def take_interrupt(self) -> bool:
         """True once if the host asked the running call to stop (one atomic load)."""
     def emit(self, topic: str, payload: Any) -> None:

@@ -39,10 +39,15 @@ def _exception_class(module: str, qualname: str) -> type[Exception] | None:
         if obj is None or not part.isidentifier():  # "<locals>" and the like: not reachable
             return None
         obj = inspect.getattr_static(obj, part, None)
-    # Only Exception subclasses: a worker's SystemExit must not stop the host.
-    if isinstance(obj, type) and issubclass(obj, Exception):
+    # Only Exception subclasses: a worker's SystemExit must not stop the host. ComfyUI's own
+    # interrupt is a BaseException: a node raises it to stop the prompt (a "queue stop" node),
+    # and ComfyUI ends the prompt as interrupted, not failed.
+    if isinstance(obj, type) and (issubclass(obj, Exception) or (module, qualname) in _INTERRUPTS):
         return obj
     return None
+
+
+_INTERRUPTS = {("comfy.model_management", "InterruptProcessingException")}
 
 
 def make_exception(worker, module, qualname, message, args, traceback):

@@ -125,9 +125,9 @@ def knob(
     side: str = "host",
     shown: str | None = None,
 ) -> Any:
-    """A field read from ``env``. ``side``: who reads it (``host``, ``worker``, ``both``;
-    ``internal``: set by the host for its worker, not for users). ``shown``: the default as
-    the user guide prints it."""
+    """A field read from ``env``. ``side``: who reads it (``host``, ``worker``, ``both``: those
+    and the core, ``sides``: ComfyUI and its workers but not the core; ``internal``: set by the
+    host for its worker, not for users). ``shown``: the default as the user guide prints it."""
     meta = {"env": env, "parse": parse, "doc": doc, "side": side, "shown": shown}
     if isinstance(default, (list, dict, set)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
@@ -260,6 +260,23 @@ class Settings:
         "processes (WDDM) and translate no request (docs/memory.md); device-wide it is 0 anyway",
         shown="`on`",
     )
+    idle_trim_s: float | None = knob(
+        "AIRLOCK_IDLE_TRIM_S",
+        _seconds,
+        5.0,
+        "a side (ComfyUI for each worker, a worker for itself) that made no call for this long "
+        "gives its idle shared memory back (at once under RAM pressure); `off` keeps it",
+        side="sides",
+        shown="`5`",
+    )
+    keep_sent: int = knob(
+        "AIRLOCK_KEEP_SENT_MIB",
+        _mib,
+        1024 * MIB,
+        "MiB of copies ComfyUI keeps per worker so that a tensor sent again unchanged goes "
+        "without a copy; `0` (or `off`) copies on every send",
+        shown="`1024`",
+    )
     # --- routes --------------------------------------------------------------------------
     route_timeout_s: float = knob(
         "AIRLOCK_ROUTE_TIMEOUT",
@@ -371,6 +388,22 @@ ENV: dict[str, str] = {f.name: f.metadata["env"] for f in dataclasses.fields(Set
 
 #: Variables only the Rust core reads: (module in ``crates/``, default, what it does).
 RUST_ONLY: dict[str, tuple[str, str, str]] = {
+    "AIRLOCK_CONDA_CHANNEL_ALIAS": (
+        "airlock-conda/src/channels.rs",
+        "`https://conda.anaconda.org`",
+        "where a conda channel given by name (`conda-forge`) is looked up: a mirror, or a "
+        "local folder (conda's `channel_alias`)",
+    ),
+    "AIRLOCK_CUDA_WHEELS": (
+        "airlock-env/src/cuda_wheels.rs",
+        "comfy-env's `COMFY_ENV_CUDA_WHEELS_INDEX`, else comfy-env's index",
+        "the index (a URL or a folder) a comfy-env pack's `[cuda] packages` are looked up in",
+    ),
+    "AIRLOCK_CUDA_VERSION": (
+        "airlock-env/src/cuda_wheels.rs",
+        "the CUDA version the host's torch was built for (or `CONDA_OVERRIDE_CUDA`)",
+        "the CUDA version `[cuda] packages` wheels are matched against",
+    ),
     "AIRLOCK_UV": (
         "airlock-env/src/uv.rs",
         "`uv` on `PATH`",
@@ -398,23 +431,6 @@ RUST_ONLY: dict[str, tuple[str, str, str]] = {
         "`device_wide`",
         "tests: the semantics of simulated cards created without explicit ones (`wddm`, "
         "`wddm:key=value,...`)",
-    ),
-    "AIRLOCK_CONDA_CHANNEL_ALIAS": (
-        "airlock-conda/src/channels.rs",
-        "`https://conda.anaconda.org`",
-        "where conda channel names (`conda-forge`) point: a mirror's URL, or a local folder of "
-        "channels (comfy-env packs with conda packages)",
-    ),
-    "AIRLOCK_CUDA_WHEELS": (
-        "airlock-env/src/cuda_wheels.rs",
-        "comfy-env's `COMFY_ENV_CUDA_WHEELS_INDEX`, else its cuda-wheels index",
-        "where a comfy-env pack's `[cuda] packages` are looked up: a URL, or a folder laid out "
-        "the same way",
-    ),
-    "AIRLOCK_CUDA_VERSION": (
-        "airlock-env/src/cuda_wheels.rs",
-        "conda's `CONDA_OVERRIDE_CUDA`, else the host torch's CUDA",
-        "the CUDA version `[cuda] packages` wheels must match",
     ),
     "AIRLOCK_SIGNAL_FD": (
         "airlock-supervisor/src/signal_page.rs",
@@ -445,7 +461,12 @@ def reference_table() -> str:
     """The user guide's table of every ``AIRLOCK_*`` variable (docs/user-guide.md, section 9),
     made from the fields above and :data:`RUST_ONLY`."""
     rows = ["| variable | default | read by | what it does |", "|---|---|---|---|"]
-    readers = {"host": "ComfyUI", "worker": "worker", "both": "ComfyUI, worker, core"}
+    readers = {
+        "host": "ComfyUI",
+        "worker": "worker",
+        "both": "ComfyUI, worker, core",
+        "sides": "ComfyUI, worker",
+    }
     for f in dataclasses.fields(Settings):
         meta = f.metadata
         if meta["side"] == "internal":

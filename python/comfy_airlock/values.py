@@ -29,8 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from comfy_airlock import _native, pickling
+from comfy_airlock import _native, kept, pickling
 from comfy_airlock.mappings import region_buffer as _region_buffer
+from comfy_airlock.mappings import written_privately as _written_privately
 from comfy_airlock.remote import log_line, make_exception
 
 log = logging.getLogger("comfy_airlock")
@@ -252,6 +253,8 @@ def _received(lane, addr: int, nbytes: int):
     region = entry[0] if entry is not None else None
     if region is None or nbytes > region[3]:
         return None
+    if _written_privately(lane, region, addr, nbytes):
+        return None  # written through its private mapping: those bytes exist only here
     if region[0] == lane.side:
         lane.hold_own(*region)  # ours again: one more hold, for the peer to release
     else:
@@ -260,6 +263,28 @@ def _received(lane, addr: int, nbytes: int):
 
 
 # --- encoding -------------------------------------------------------------------------------
+
+
+def by_codec(obj: Any) -> bool:
+    """Whether ``obj`` crosses through a codec or as pickle the pack allows."""
+    if type(obj) in _BY_TYPE:
+        return True
+    policy = pickling.current()
+    return policy is not None and policy.allows(type(obj))
+
+
+def crosses(obj: Any) -> bool:
+    """Whether ``obj`` itself can be sent (by :func:`encode_other`'s rules; the items of a
+    container are not looked at)."""
+    if by_codec(obj):
+        return True
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return True
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, (np.ndarray, np.generic)):
+        return True
+    return isinstance(obj, (int, float, str, bytes, list, tuple, dict)) or obj is None
 
 
 def encode_other(lane, obj):
@@ -283,7 +308,8 @@ def encode_other(lane, obj):
             return ("p", obj.item())
     for base in (int, float, str, bytes):
         if isinstance(obj, base):
-            return ("p", base(obj))
+            # Its value, not its own __str__ (a str Enum's is "Cls.member").
+            return ("p", str.__str__(obj) if base is str else base(obj))
     for base in (list, tuple, dict):
         if isinstance(obj, base):
             return ("p", base(obj))
@@ -296,6 +322,7 @@ def encode_other(lane, obj):
 
 
 def _encode_torch(lane, torch, t):
+    src = t  # what the caller holds: a kept copy lives as long as it does
     t = t.detach()
     # Lazy conjugate/negative views hold unmodified bytes plus a flag: resolve them, since
     # the bytes are what cross.
@@ -319,13 +346,21 @@ def _encode_torch(lane, torch, t):
         strides = _contiguous_strides(shape)
     span = _span(shape, strides)
     nbytes = span * t.element_size()
-    if strides == tuple(t.stride()) and t.storage_offset() == 0:
+    dense = strides == tuple(t.stride())
+    if dense and t.storage_offset() == 0:
         back = _received(lane, t.untyped_storage().data_ptr(), nbytes)
         if back is not None:
             return ("t", "torch", dtype, shape, strides, back, device)
+    if dense and lane.side == _HOST and t.data_ptr() == src.data_ptr():
+        # Inference tensors (ComfyUI runs nodes under inference_mode) keep no version
+        # counter: the write watch alone decides for them.
+        version = 0 if t.is_inference() else t._version
+        region = kept.region_for(lane, src, t.data_ptr(), nbytes, version)
+        if region is not None:
+            return ("t", "torch", dtype, shape, strides, region, device)
     region = lane.alloc(nbytes)
     try:
-        if strides == tuple(t.stride()):
+        if dense:
             # Dense: its bytes are one block from data_ptr; the core copies it.
             lane.write(region, t.data_ptr(), nbytes)
         else:
@@ -349,13 +384,16 @@ def _encode_numpy(lane, np, a):
     if not strides or any(s < 0 for s in strides) or not _is_dense(shape, strides):
         strides = _contiguous_strides(shape)
     span = _span(shape, strides)
-    if a.strides == tuple(s * item for s in strides):
+    dense = a.strides == tuple(s * item for s in strides)
+    if dense:
         back = _received(lane, a.ctypes.data, span * item)
+        if back is None and lane.side == _HOST:
+            back = kept.region_for(lane, a, a.ctypes.data, span * item, 0)
         if back is not None:
             return ("t", "numpy", dtype, shape, strides, back, "cpu")
     region = lane.alloc(span * item)
     try:
-        if a.strides == tuple(s * item for s in strides):
+        if dense:
             lane.write(region, a.ctypes.data, span * item)
             return ("t", "numpy", dtype, shape, strides, region, "cpu")
         flat = np.frombuffer(_region_buffer(lane, region), dtype=a.dtype, count=span)

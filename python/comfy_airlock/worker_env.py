@@ -24,8 +24,10 @@ passed                                      why
 ``ONEAPI_DEVICE_SELECTOR``
 ``PYTORCH_*``, ``TORCH_*``,                 torch allocator, cache and compile settings the host
 ``TORCHINDUCTOR_*``, ``TRITON_*``           was started with
-``OMP_*``, ``MKL_*``, ``OPENBLAS_*``,       thread counts: without them each worker would use
-``KMP_*``, ``NUMEXPR_*``                    every core
+``OMP_*``, ``MKL_*``, ``OPENBLAS_*``,       thread counts and how idle threads wait: without
+``KMP_*``, ``GOMP_*``, ``NUMEXPR_*``        them each worker would use every core (a worker's
+                                            OpenMP threads sleep when idle unless one of these
+                                            says otherwise: ``thread_policy.py``)
 ``HF_HOME``, ``HF_HUB_CACHE``,              where model caches are, and offline switches; the
 ``HF_HUB_OFFLINE``, ``HF_ENDPOINT``, ...    token (``HF_TOKEN``) is *not* passed
 ``XDG_CACHE_HOME``, ``XDG_CONFIG_HOME``,    where libraries keep caches and settings
@@ -120,6 +122,7 @@ PREFIXES = (
     "MKL_",
     "OPENBLAS_",
     "KMP_",
+    "GOMP_",
     "NUMEXPR_",
     "AIRLOCK_",
 )

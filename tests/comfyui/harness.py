@@ -253,13 +253,24 @@ class ComfyUI:
             raise ComfyUIError(f"{self.comfyui_dir} is not a ComfyUI tree (no main.py)")
         for sub in BASE_SUBDIRS:
             (self.base_dir / sub).mkdir(parents=True, exist_ok=True)
+        try:
+            self._start_with_retries()
+        except BaseException:
+            # Interrupted while waiting (a test's timeout, Ctrl-C): no server is left behind.
+            self._reap()
+            raise
+        if self._want_ws:
+            self._start_ws()
+        return self
+
+    def _start_with_retries(self) -> None:
         # A free port can be taken between probing and binding: retry on EADDRINUSE.
         for attempt in range(3):
             self.port = self._fixed_port or free_port()
             log_start = len(self.log_text())
             try:
                 self._start_once()
-                break
+                return
             except ComfyUIError:
                 if (
                     self._fixed_port is None
@@ -268,9 +279,6 @@ class ComfyUI:
                 ):
                     continue
                 raise
-        if self._want_ws:
-            self._start_ws()
-        return self
 
     def _start_once(self) -> None:
         t0 = time.monotonic()

@@ -13,6 +13,10 @@ isolated side lost, gained or misattributed shows up as a difference.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,23 +39,43 @@ def start_pair(
     packs: Mapping[str, Path],
     *,
     prepare: Callable[[Path], None] | None = None,
+    isolated: Mapping[str, Path] | None = None,
 ) -> Pair:
     """Two servers with the same ``packs`` (name -> directory), started by
     ``start(base_dir, startup_timeout)`` (e.g. ``lambda b, t: start_comfyui(b, env=env,
     startup_timeout=t)``); ``prepare(base)`` runs on both base directories first (models to
     list, inputs to read). The isolated one may build environments at its start: it gets
-    a long timeout."""
+    a long timeout. ``isolated`` overrides where the isolated side takes a pack from (the
+    copy that ``airlock isolate`` gave its ``airlock.toml``, say)."""
     native_base = make_base_dir(tmp_path, custom_nodes=packs, name="native")
     isolated_base = make_base_dir(
         tmp_path,
         custom_nodes={"comfy-airlock": REPO / "custom_node"},
-        isolated=packs,
+        isolated={**packs, **(isolated or {})},
         name="isolated",
     )
     for base in (native_base, isolated_base):
         if prepare is not None:
             prepare(base)
     return Pair(start(native_base, 300), start(isolated_base, 1200))
+
+
+def isolate_by_command(
+    comfyui_dir: Path, tmp_path: Path, name: str, src: Path, env: Mapping[str, str]
+) -> tuple[Path, str]:
+    """``airlock isolate NAME`` as a user runs it, on a copy of the pack ``src`` put in a
+    ``custom_nodes/`` of its own: (the isolated copy, with the ``airlock.toml`` the command
+    wrote from its requirements, the command's output). Fails the test if it refused."""
+    base = make_base_dir(tmp_path, name=f"isolate-{name}")
+    shutil.copytree(src, base / "custom_nodes" / name, ignore=shutil.ignore_patterns("__pycache__"))
+    cmd = [sys.executable, "-m", "comfy_airlock.cli", "isolate", name]
+    cmd += ["--comfyui", str(comfyui_dir), "--base", str(base)]
+    done = subprocess.run(
+        cmd, env={**os.environ, **env}, capture_output=True, text=True, timeout=1800
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, f"airlock isolate {name} refused:\n{out}"
+    return base / "isolated_nodes" / name, out
 
 
 def module_of(pack: str) -> str:

@@ -170,6 +170,21 @@ def test_error_reaches_comfyui_with_the_worker_traceback(server):
     msg = err["exception_message"]
     assert "e2e: deliberate failure in the worker (checked)" in msg
     assert "_fail_deep" in msg and "e2e-nodes" in msg  # the worker's frames
+    # A KeyError reads as natively (the key, quoted), then the worker's traceback as lines.
+    missing = {
+        "1": {"class_type": "LegacyNoiseImage", "inputs": {"width": 8, "height": 8, "seed": 1}},
+        "2": {"class_type": "E2EFail", "inputs": {"image": ["1", 0], "reason": "key:style"}},
+        "3": {"class_type": "PreviewImage", "inputs": {"images": ["2", 0]}},
+    }
+    err = execution_error(server.run(missing, timeout=300, check=False))
+    assert err["exception_type"] == "KeyError"
+    assert err["exception_message"].startswith("'style'\n\n[comfy-airlock] 'E2EFail' raised")
+    assert "\n  File " in err["exception_message"] and "_fail_deep" in err["exception_message"]
+    # A node that raises ComfyUI's interrupt stops its prompt as interrupted, as natively.
+    missing["2"]["inputs"]["reason"] = "stop"
+    stopped = server.run(missing, timeout=300, check=False)
+    kinds = [m[0] for m in stopped["status"]["messages"]]
+    assert "execution_interrupted" in kinds and "execution_error" not in kinds, stopped
     # ComfyUI and the worker carry on.
     ok = server.run(
         {
@@ -262,17 +277,31 @@ def test_latent_and_conditioning_cross_both_ways(server):
     assert report_texts(entry, "cr")[0] == "cond (1, 5, 8) pooled=16.0 area=(8, 8, 0, 0)"
 
 
-def test_model_objects_do_not_cross(server):
+def test_a_packs_model_stays_in_its_worker(server):
+    # ComfyUI holds a reference (ADR 0023): its Preview as Text shows the model's repr, and a
+    # node of ComfyUI's that uses the model fails, naming the pack.
+    shown = server.run(
+        {
+            "m": {"class_type": "E2EModelOut", "inputs": {}},
+            "p": {"class_type": "PreviewAny", "inputs": {"source": ["m", 0]}},
+        },
+        timeout=120,
+    )
+    assert shown["outputs"]["p"]["text"] == ["Linear(in_features=2, out_features=2, bias=True)"]
     prompt = {
         "m": {"class_type": "E2EModelOut", "inputs": {}},
-        "p": {"class_type": "PreviewAny", "inputs": {"source": ["m", 0]}},
+        "s": {
+            "class_type": "ModelSamplingDiscrete",
+            "inputs": {"model": ["m", 0], "sampling": "eps", "zsnr": False},
+        },
+        "p": {"class_type": "PreviewAny", "inputs": {"source": ["s", 0]}},
     }
     entry = server.run(prompt, timeout=120, check=False)
     err = execution_error(entry)
-    assert err is not None and err["node_type"] == "E2EModelOut"
-    assert "cannot cross the process boundary" in err["exception_message"]
-    assert "MODEL" in err["exception_message"]
-    assert "takes or returns MODEL" in server.log_text()  # warned at registration
+    assert err is not None and err["node_type"] == "ModelSamplingDiscrete", entry
+    assert (
+        "Linear of the isolated pack 'e2e-nodes' was used outside it" in (err["exception_message"])
+    )
 
 
 def test_broken_and_misplaced_packs_are_named_and_comfyui_serves(server):

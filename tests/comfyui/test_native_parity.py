@@ -8,6 +8,8 @@ by another: the same nodes with the same /object_info, and the same outputs bit 
   ``__main__.__file__``); odd nodes ComfyUI tolerates (``IS_CHANGED = True``, an
   ``INPUT_TYPES`` that raises, a display name without a class).
 - ``real-shapes-v3``: V3 nodes whose /object_info a V1 proxy could not reproduce.
+- ``pack-objects``: nodes that hand each other the pack's own objects and models (ADR 0023),
+  isolated by ``airlock isolate`` from its requirements.txt as a user does it.
 """
 
 from __future__ import annotations
@@ -18,8 +20,18 @@ from pathlib import Path
 
 import pytest
 
-from .harness import ComfyUI, PromptRejected
-from .native_oracle import assert_same_object_info, assert_same_outputs, module_of, start_pair
+from .harness import ComfyUI, PromptRejected, execution_error
+from .native_oracle import (
+    assert_same_object_info,
+    assert_same_outputs,
+    isolate_by_command,
+    module_of,
+    start_pair,
+)
+
+# The fixture runs `airlock isolate` and starts two servers: past the default 300 s when the
+# machine is loaded.
+pytestmark = pytest.mark.timeout(900)
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_PACKS = REPO / "tests" / "packs"
@@ -27,6 +39,7 @@ AIRLOCK_HOME = Path(os.environ.get("AIRLOCK_TEST_HOME") or REPO / ".cache" / "te
 PACKS = {
     "real-shapes-v1": TEST_PACKS / "real-shapes-v1",
     "real-shapes-v3": TEST_PACKS / "real-shapes-v3",
+    "pack-objects": TEST_PACKS / "pack-objects",
 }
 
 
@@ -48,8 +61,16 @@ def pair(comfyui_dir, tmp_path_factory):
         servers.append(ui)
         return ui.start()
 
+    tmp = tmp_path_factory.mktemp("parity")
+    # The pack imports ComfyUI's model management at import: on a machine without a GPU the
+    # command's scan must run it as ComfyUI runs here (--cpu), or the pack fails to load.
+    objects, said = isolate_by_command(comfyui_dir, tmp, "pack-objects", PACKS["pack-objects"], env)
+    assert (
+        "POTintApply" in said
+        and 'dependencies = [\n    "torch",\n]' in (objects / "airlock.toml").read_text()
+    ), said
     try:
-        yield start_pair(start, tmp_path_factory.mktemp("parity"), PACKS, prepare=_models)
+        yield start_pair(start, tmp, PACKS, prepare=_models, isolated={"pack-objects": objects})
     finally:
         for ui in servers:
             ui.stop()
@@ -66,6 +87,9 @@ def test_v1_object_info_is_native(pair):
         "ShapesProgram",
         "ShapesAlwaysRun",
         "ShapesMergeBlocks",
+        "ShapesV3Range",
+        "ShapesGate",
+        "ShapesAnySwitch",
     }
     assert native["ShapesLLMLoader"]["input"]["required"]["model"] == [["tiny.gguf"]]
     assert "euler" in native["ShapesSampler"]["input"]["required"]["sampler_name"][0]
@@ -74,7 +98,15 @@ def test_v1_object_info_is_native(pair):
 
 def test_v3_object_info_is_native(pair):
     native = assert_same_object_info(pair, "real-shapes-v3")
-    assert set(native) == {"ShapesV3Repeat", "ShapesV3Noise", "ShapesV3Digest", "ShapesV3Old"}
+    assert set(native) == {
+        "ShapesV3Repeat",
+        "ShapesV3Noise",
+        "ShapesV3Digest",
+        "ShapesV3Old",
+        "ShapesV3Prompt",
+    }
+    # A str Enum in a schema (display_mode) serves as its value, as natively.
+    assert native["ShapesV3Repeat"]["input"]["required"]["times"][1]["display"] == "slider"
     repeat = native["ShapesV3Repeat"]
     # The V3 shapes a V1 proxy got wrong: false flags, tooltips, no aliases, hidden inputs.
     assert repeat["deprecated"] is False and repeat["experimental"] is False
@@ -94,9 +126,21 @@ def test_v1_outputs_are_native(pair):
         "2": {"class_type": "ShapesProgram", "inputs": {"summary": ["1", 0]}},
         "3": {"class_type": "ShapesNoise", "inputs": {"seed": 11, "size": 24}},
         "4": {"class_type": "ShapesDigest", "inputs": {"image": ["3", 0]}},
+        "5": {"class_type": "ShapesV3Range", "inputs": {"start": 2, "stop": 9}},
+        "6": {"class_type": "PreviewAny", "inputs": {"source": ["5", 0]}},
+        "7": {"class_type": "PreviewAny", "inputs": {"source": ["5", 1]}},
+        # A closed gate blocks its branch (ComfyUI's ExecutionBlocker), an open one does not.
+        "g1": {"class_type": "ShapesGate", "inputs": {"text": "shut", "open": False}},
+        "p1": {"class_type": "PreviewAny", "inputs": {"source": ["g1", 0]}},
+        "g2": {"class_type": "ShapesGate", "inputs": {"text": "through", "open": True}},
+        "p2": {"class_type": "PreviewAny", "inputs": {"source": ["g2", 0]}},
     }
     native, _ = assert_same_outputs(pair, prompt)
     facts = json.loads(native["2"]["text"][0])
+    # A V3 node of V1 mappings: its ui, its list output (one preview per item), its count.
+    assert native["5"]["text"] == ["2..9"]
+    assert native["6"]["text"] == ["2", "5", "8"] and native["7"]["text"] == ["3"]
+    assert "p1" not in native and native["p2"]["text"] == ["through"]
     assert facts == {
         "summary": "euler/karras/640/",
         "comfy_dir_is_comfyui": True,
@@ -108,8 +152,36 @@ def test_v1_outputs_are_native(pair):
         "merge_base": "ModelMergeBlocks",
         "llm_dirs": ["llm"],
         "python_module": module_of("real-shapes-v1"),
+        "own_node_in_comfy": True,
     }
     assert native["4"]["text"][1] == "(1, 24, 24, 3)"
+
+
+def test_any_types_and_flexible_inputs_are_native(pair):
+    # rgthree-style flexible inputs: links and widget values the node never listed reach it;
+    # an "any" type with a name of its own takes an INT link.
+    prompt = {
+        "n": {"class_type": "ShapesNoise", "inputs": {"seed": 2, "size": 8}},
+        "r": {"class_type": "ShapesV3Range", "inputs": {"start": 1, "stop": 5}},
+        "s": {
+            "class_type": "ShapesAnySwitch",
+            "inputs": {
+                "select": 2,
+                "label": ["r", 1],
+                "any_01": ["n", 0],
+                "any_02": ["r", 1],
+                "lora_1": {"on": True, "strength": 0.5},
+            },
+        },
+        "p": {"class_type": "PreviewAny", "inputs": {"source": ["s", 0]}},
+        "q": {"class_type": "PreviewAny", "inputs": {"source": ["s", 1]}},
+    }
+    native, _ = assert_same_outputs(pair, prompt)
+    assert native["p"]["text"] == ["2"]
+    assert json.loads(native["q"]["text"][0]) == [
+        2,
+        {"any_01": [1, 8, 8, 3], "any_02": 2, "lora_1": {"on": True, "strength": 0.5}},
+    ]
 
 
 def test_bool_is_changed_reruns_as_natively(pair):
@@ -125,11 +197,14 @@ def test_v3_outputs_are_native(pair):
         "1": {"class_type": "ShapesV3Repeat", "inputs": {"text": "ab", "times": 3, "sep": "+"}},
         "2": {"class_type": "ShapesV3Noise", "inputs": {"seed": 5}},
         "3": {"class_type": "ShapesV3Digest", "inputs": {"image": ["2", 0], "label": ["1", 0]}},
+        "4": {"class_type": "ShapesV3Prompt", "inputs": {"prompt": "a dog"}},
+        "5": {"class_type": "PreviewAny", "inputs": {"source": ["4", 0]}},
     }
     native, _ = assert_same_outputs(pair, prompt)
     # The lazy label was asked for, and carries the hidden unique_id of its node and what its
     # DYNPROMPT says of it.
     assert native["3"]["text"][0] == "ab+ab+ab@1:ShapesV3Repeat"
+    assert native["5"]["text"] == ["a dog@4"]  # an input named "prompt" is the input
 
 
 def test_v3_validation_is_native(pair):
@@ -151,3 +226,85 @@ def test_prestartup_folder_is_the_hosts_too(pair):
     # The prestartup script ran in the worker; ComfyUI's own /models lists the folder it
     # registered, as it does natively.
     assert pair.isolated.get("/models/llm") == pair.native.get("/models/llm") == ["tiny.gguf"]
+
+
+def test_pack_objects_object_info_is_native(pair):
+    assert len(assert_same_object_info(pair, "pack-objects")) == 7
+
+
+def test_pack_objects_pass_between_the_packs_nodes(pair):
+    # A schedule (a plain class), segments (named tuples of arrays) and a model (a torch
+    # module) go from one node of the pack to the next, and the results are the native ones.
+    prompt = {
+        "img": {
+            "class_type": "EmptyImage",
+            "inputs": {"width": 8, "height": 6, "batch_size": 1, "color": 0x3366CC},
+        },
+        "s": {"class_type": "POScheduleMake", "inputs": {"base": 0.8, "steps": 3}},
+        "a": {
+            "class_type": "POScheduleApply",
+            "inputs": {"image": ["img", 0], "schedule": ["s", 0]},
+        },
+        "pa": {
+            "class_type": "SaveImage",
+            "inputs": {"images": ["a", 0], "filename_prefix": "po_a"},
+        },
+        "ta": {"class_type": "PreviewAny", "inputs": {"source": ["a", 1]}},
+        "d": {"class_type": "POSegsDetect", "inputs": {"image": ["img", 0], "threshold": 0.25}},
+        "m": {"class_type": "POSegsToMask", "inputs": {"segs": ["d", 0]}},
+        "pm": {"class_type": "PreviewAny", "inputs": {"source": ["m", 1]}},
+        "mi": {"class_type": "MaskToImage", "inputs": {"mask": ["m", 0]}},
+        "pmi": {
+            "class_type": "SaveImage",
+            "inputs": {"images": ["mi", 0], "filename_prefix": "po_m"},
+        },
+        "l": {"class_type": "POTintLoader", "inputs": {"tint": 0.3}},
+        "t": {"class_type": "POTintApply", "inputs": {"model": ["l", 0], "image": ["img", 0]}},
+        "pt": {
+            "class_type": "SaveImage",
+            "inputs": {"images": ["t", 0], "filename_prefix": "po_t"},
+        },
+    }
+    native, isolated = assert_same_outputs(pair, prompt)
+    assert native["ta"]["text"] == ["0.8000,0.4000,0.2000"]
+    assert native["pm"]["text"] == ["top-left,bottom-right"]
+    # The images themselves, byte for byte (their metadata holds the same prompt).
+    n_files = {p.name: p.read_bytes() for p in pair.native.output_paths({"outputs": native})}
+    i_files = {p.name: p.read_bytes() for p in pair.isolated.output_paths({"outputs": isolated})}
+    assert len(n_files) == 5 and n_files == i_files  # 3 scheduled, the mask, the tint
+
+
+def test_a_pack_object_shown_by_comfyuis_node_reads_as_natively(pair):
+    # ComfyUI's Preview as Text prints what it gets: a list of the pack's dataclasses shows
+    # their repr, taken in the worker.
+    prompt = {
+        "k1": {"class_type": "POKeyframeMake", "inputs": {"start": 0.1, "strength": 0.5}},
+        "k2": {
+            "class_type": "POKeyframeMake",
+            "inputs": {"start": 0.6, "strength": 1.0, "previous": ["k1", 0]},
+        },
+        "p": {"class_type": "PreviewAny", "inputs": {"source": ["k2", 0]}},
+    }
+    native, _ = assert_same_outputs(pair, prompt)
+    assert native["p"]["text"] == [
+        "[Keyframe(start=0.1, strength=0.5, label='kf0'), "
+        "Keyframe(start=0.6, strength=1.0, label='kf1')]"
+    ]
+
+
+def test_a_pack_model_given_to_comfyuis_node_is_a_clear_error(pair):
+    prompt = {
+        "l": {"class_type": "POTintLoader", "inputs": {"tint": 0.5}},
+        "m": {
+            "class_type": "ModelSamplingDiscrete",
+            "inputs": {"model": ["l", 0], "sampling": "eps", "zsnr": False},
+        },
+        "o": {"class_type": "PreviewAny", "inputs": {"source": ["m", 0]}},
+    }
+    entry = pair.isolated.run(prompt, timeout=300, check=False)
+    err = execution_error(entry)
+    assert err is not None and err["node_type"] == "ModelSamplingDiscrete", entry
+    assert (
+        "TintModel of the isolated pack 'pack-objects' was used outside it"
+        in err["exception_message"]
+    )

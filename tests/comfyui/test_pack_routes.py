@@ -255,6 +255,10 @@ def test_server_module_in_a_node_is_as_native(server):
     # The host's secrets stay in the host.
     assert native["sensitive"] == [{"api_key_comfy_org": "secret-key"}]
     assert iso["sensitive"] == [{}]
+    # Each copy's on-prompt handler stamped its own node before ComfyUI ran the prompt, the
+    # isolated one in its worker, without the API key.
+    assert native["stamp"] == "serverapi-native saw key secret-key"
+    assert iso["stamp"] == "serverapi-iso saw key None"
 
     for name, node in (("serverapi-native", "1"), ("serverapi-iso", "2")):
         msg = server.wait_message(type=name + ".event", timeout=30)

@@ -109,6 +109,17 @@ def test_files_and_listing_are_served_as_natively(server):
     assert a[0] == b[0] == 200 and a[2] == b[2]
 
 
+def test_example_workflows_are_served_as_natively(server):
+    # ComfyUI serves a loaded pack's example_workflows/ at /api/workflow_templates/<folder>
+    # (the frontend's template browser); an isolated pack's is served there too.
+    for rel in ("show_text.json", "missing.json", "../nodes.py"):
+        a = fetch(server, f"/api/workflow_templates/{NATIVE}/{rel}")
+        b = fetch(server, f"/api/workflow_templates/{ISO}/{rel}")
+        assert a[0] == b[0] and a[2] == b[2], (rel, a[0], b[0])
+        assert a[1].get("Content-Type") == b[1].get("Content-Type"), rel
+    assert fetch(server, f"/api/workflow_templates/{ISO}/show_text.json")[0] == 200
+
+
 def _page_state(page) -> dict:
     return page.evaluate(
         """() => ({

@@ -81,6 +81,8 @@ def raise_(kind, message="boom"):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
     if kind == "exit":
         sys.exit(3)
+    if kind == "file":
+        open(message)  # noqa: SIM115  (a FileNotFoundError carrying its file name)
     raise RuntimeError(message)
 
 
@@ -105,3 +107,38 @@ def chat(message):
     print(f"stderr: {message}", file=sys.stderr)
     logging.getLogger("testpack").warning("log: %s\nsecond line", message)
     return True
+
+
+def at(x, i):
+    """Element ``i`` of the flattened tensor or array that arrived, as a Python number."""
+    flat = x.reshape(-1)
+    return flat[i].item()
+
+
+def scribble(x, value, numpy=False):
+    """Writes ``value`` into element 0 of the input in place (through numpy if asked), as
+    a careless node does; returns element 0 as it reads now."""
+    if numpy:
+        x.numpy().reshape(-1)[0] = value
+    else:
+        x.reshape(-1)[0] = value
+    return x.reshape(-1)[0].item()
+
+
+def keep_scribbled(x, value):
+    """Writes ``value`` into element 0 of the input in place and keeps the input."""
+    x.reshape(-1)[0] = value
+    KEPT.append(x)
+    return len(KEPT)
+
+
+def kept_at(i, j):
+    """Element ``j`` of the ``i``-th kept input, as it reads now."""
+    return KEPT[i].reshape(-1)[j].item()
+
+
+def ones(n):
+    """A new float32 tensor of ``n`` elements made here: a node's fresh output."""
+    import torch
+
+    return torch.ones(n)

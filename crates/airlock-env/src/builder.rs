@@ -105,6 +105,9 @@ pub struct Plan {
     pub cuda_target: Option<cuda_wheels::Target>,
     /// Lines the build log and `airlock doctor` show (from the config and from planning).
     pub notices: Vec<String>,
+    /// `name==version` uv prefers but may leave (seeded into its output file): the host's
+    /// versions of ComfyUI's requirements, for a comfy-env env (ADR 0024).
+    pub preferences: Vec<String>,
 }
 
 /// Whether a pack's env can be used now.
@@ -289,19 +292,13 @@ fn plan_config(
         None => finder.find(config.python.as_deref())?,
     };
     let extras = plan_extras::extras(&config, &host, &interpreter, conda.as_ref());
-    let comfy_requirements = match (&comfy, &opts.comfyui_dir) {
-        (None, _) => Vec::new(),
+    let (comfy_requirements, preferences) = match (&comfy, &opts.comfyui_dir) {
+        (None, _) => (Vec::new(), Vec::new()),
         (Some(reason), None) => return Err(BuildError::NoComfyUi(reason.clone())),
-        (Some(_), Some(dir)) => {
-            let written =
-                comfy::core_requirements(dir).map_err(|source| BuildError::ComfyRequirements {
-                    path: comfy::requirements_path(dir),
-                    source,
-                })?;
-            let pins = host.for_python(&interpreter.version);
-            host_pins::pin_to_host(&written, &config.dependencies, &pins)
-        }
+        (Some(_), Some(dir)) => plan_extras::comfy_requirements(&config, dir, &host, &interpreter)?,
     };
+    let mut extra = extras.hashed;
+    extra.extend(preferences.iter().map(|p| format!("prefer {p}")));
     let inputs = Inputs {
         python_request: config.python.clone(),
         interpreter,
@@ -311,7 +308,7 @@ fn plan_config(
         extra_index_urls: extras.extra_index_urls,
         find_links: config.find_links.clone(),
         constraints: extras.constraints,
-        extra: extras.hashed,
+        extra,
     };
     Ok(Plan {
         pack_id: pack_id(&config.name, &config.dir),
@@ -323,6 +320,7 @@ fn plan_config(
         cuda: extras.cuda,
         cuda_target: extras.cuda_target,
         notices: extras.notices,
+        preferences,
     })
 }
 

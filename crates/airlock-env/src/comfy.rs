@@ -166,6 +166,20 @@ pub fn core_requirements(comfyui_dir: &Path) -> io::Result<Vec<String>> {
     Ok(parse_requirements(&text))
 }
 
+/// ComfyUI's requirements above its `#non essential dependencies:` line (all of them when it
+/// has none): what a comfy-env pack's env gets.
+pub fn essential_requirements(comfyui_dir: &Path) -> io::Result<Vec<String>> {
+    let text = fs::read_to_string(requirements_path(comfyui_dir))?;
+    let essential: Vec<&str> = text
+        .lines()
+        .take_while(|l| {
+            let l = l.trim().to_ascii_lowercase();
+            !(l.starts_with('#') && l.replace('-', " ").contains("non essential"))
+        })
+        .collect();
+    Ok(parse_requirements(&essential.join("\n")))
+}
+
 /// Where ComfyUI keeps its requirements.
 pub fn requirements_path(comfyui_dir: &Path) -> PathBuf {
     comfyui_dir.join("requirements.txt")
@@ -199,6 +213,18 @@ pub fn is_ui_only(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn essential_requirements_stop_at_the_non_essential_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "torch\ntokenizers>=0.13.3\n\n#non essential dependencies:\nPyOpenGL>=3.1.8\n";
+        fs::write(requirements_path(dir.path()), text).unwrap();
+        assert_eq!(
+            essential_requirements(dir.path()).unwrap(),
+            ["torch", "tokenizers>=0.13.3"]
+        );
+        assert_eq!(core_requirements(dir.path()).unwrap().len(), 3);
+    }
 
     #[test]
     fn detects_imports_of_comfy_modules() {

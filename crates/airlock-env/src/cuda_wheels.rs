@@ -19,6 +19,11 @@ use std::path::Path;
 
 use crate::error::BuildError;
 
+/// The index to look wheels up in (a URL or a folder).
+pub const WHEELS_ENV: &str = "AIRLOCK_CUDA_WHEELS";
+/// The CUDA version to match instead of the host torch's.
+pub const VERSION_ENV: &str = "AIRLOCK_CUDA_VERSION";
+
 /// comfy-env's default index.
 pub const DEFAULT_INDEX: &str = "https://comfy-forge.github.io/cuda-wheels/";
 
@@ -43,7 +48,7 @@ impl Target {
         python: &str,
     ) -> Option<Target> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        let cuda = env(CUDA_VERSION_ENV)
+        let cuda = env(VERSION_ENV)
             .or_else(|| env("CONDA_OVERRIDE_CUDA"))
             .or_else(|| torch_cuda.map(str::to_string))?;
         let torch = torch_version?;
@@ -88,15 +93,10 @@ fn major_minor(v: &str) -> String {
     v.split('.').take(2).collect::<Vec<_>>().join(".")
 }
 
-/// The index of prebuilt CUDA wheels to look in (a URL or a folder), before comfy-env's own.
-pub const CUDA_WHEELS_ENV: &str = "AIRLOCK_CUDA_WHEELS";
-/// The CUDA version wheels must match, before conda's override and the host torch's.
-pub const CUDA_VERSION_ENV: &str = "AIRLOCK_CUDA_VERSION";
-
 /// Where the wheels are looked up.
 pub fn index_location() -> String {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    env(CUDA_WHEELS_ENV)
+    env(WHEELS_ENV)
         .or_else(|| env("COMFY_ENV_CUDA_WHEELS_INDEX"))
         .unwrap_or_else(|| DEFAULT_INDEX.to_string())
 }

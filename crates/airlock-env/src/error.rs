@@ -12,7 +12,6 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use crate::comfy::ComfyReason;
-use crate::cuda_wheels::{CUDA_VERSION_ENV, CUDA_WHEELS_ENV};
 use crate::home::HOME_ENV;
 use crate::uv::UV_ENV;
 
@@ -323,8 +322,10 @@ pub enum BuildError {
     },
     #[error(
         "[cuda] {package}: no prebuilt wheel of {package} for {wanted} at {index} (looked for \
-         a wheel whose name carries those tags); set {CUDA_WHEELS_ENV} to an index that has \
-         one, or {CUDA_VERSION_ENV} to the CUDA version to match"
+         a wheel whose name carries those tags); set {wheels_env} to an index that has \
+         one, or {version_env} to the CUDA version to match",
+        wheels_env = crate::cuda_wheels::WHEELS_ENV,
+        version_env = crate::cuda_wheels::VERSION_ENV
     )]
     CudaWheel {
         package: String,

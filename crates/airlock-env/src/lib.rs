@@ -19,6 +19,7 @@ mod config;
 mod cuda_wheels;
 mod discover;
 mod doctor;
+mod dry_run;
 mod error;
 mod flock;
 mod gc;
@@ -57,6 +58,7 @@ pub use doctor::{
     EnvProbe, NodesState, PackReport, ReportState, fix_for, import_problem, nvml_present,
     probe_env, report_pack,
 };
+pub use dry_run::{EnvDryRun, Outcome, dry_run};
 pub use error::{BuildError, ConfigError, EnvError, IoOp, NotReady, ProbeError};
 pub use gc::{GcItem, GcKind, GcPlan, plan_gc};
 pub use home::{HOME_DEFAULTS, HOME_ENV, Home, pack_id};

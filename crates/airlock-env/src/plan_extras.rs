@@ -6,12 +6,13 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::builder::Plan;
+use crate::comfy;
 use crate::conda_env::{self, CondaPlan};
-use crate::config::PackConfig;
+use crate::config::{ConfigFormat, PackConfig};
 use crate::cuda_wheels::{self, Target};
 use crate::error::{BuildError, IoOp};
 use crate::home::Home;
-use crate::host_pins::HostPackages;
+use crate::host_pins::{self, HostPackages};
 use crate::interpreter::Interpreter;
 use crate::record::write_atomic;
 use crate::torch_family;
@@ -62,7 +63,7 @@ pub(crate) fn extras(
         notices.push(format!(
             "[cuda] {} skipped: the host's torch has no CUDA (set {} to match wheels anyway)",
             cuda.join(", "),
-            cuda_wheels::CUDA_VERSION_ENV
+            cuda_wheels::VERSION_ENV
         ));
     }
     let mut hashed = conda.map(CondaPlan::describe).unwrap_or_default();
@@ -135,6 +136,54 @@ pub(crate) fn prepare(
         constraint_files.push(provided);
     }
     Ok((req_in, python, constraint_files))
+}
+
+/// ComfyUI's requirements for the env, and the versions uv should prefer.
+///
+/// An airlock.toml env gets them all pinned to the host's versions (unless the pack
+/// constrains one itself). A comfy-env env gets none from comfy-env (its pack lists what its
+/// nodes need), so forcing the host's versions on it breaks real packs (a pack's
+/// `transformers==4.51.3` needs an older `tokenizers` than the host's; `pyrender` pins
+/// `pyopengl==3.1.0`, below ComfyUI's optional `PyOpenGL>=3.1.8`): it gets ComfyUI's
+/// requirements above its "non essential" line as ComfyUI writes them, and the host's
+/// versions only as uv preferences, kept wherever the pack's own requirements allow.
+pub(crate) fn comfy_requirements(
+    config: &PackConfig,
+    comfyui_dir: &Path,
+    host: &HostPackages,
+    interpreter: &Interpreter,
+) -> Result<(Vec<String>, Vec<String>), BuildError> {
+    let comfy_env = config.format == ConfigFormat::ComfyEnv;
+    let written = if comfy_env {
+        comfy::essential_requirements(comfyui_dir)
+    } else {
+        comfy::core_requirements(comfyui_dir)
+    }
+    .map_err(|source| BuildError::ComfyRequirements {
+        path: comfy::requirements_path(comfyui_dir),
+        source,
+    })?;
+    let pins = host.for_python(&interpreter.version);
+    let pinned = host_pins::pin_to_host(&written, &config.dependencies, &pins);
+    if !comfy_env {
+        return Ok((pinned, Vec::new()));
+    }
+    let preferences = pinned
+        .into_iter()
+        .filter(|p| !written.contains(p) && p.contains("=="))
+        .map(|p| p.split(';').next().unwrap_or(&p).trim().to_string())
+        .collect();
+    Ok((written, preferences))
+}
+
+/// Seeds uv's output file with the plan's preferences (`uv pip compile` keeps the versions of
+/// an existing output file where it can).
+pub(crate) fn seed_preferences(plan: &Plan, output: &Path) -> Result<(), BuildError> {
+    if plan.preferences.is_empty() {
+        return Ok(());
+    }
+    let text: String = plan.preferences.iter().map(|p| format!("{p}\n")).collect();
+    write_atomic(output, text.as_bytes()).map_err(BuildError::io(IoOp::Write, output))
 }
 
 /// `-c <file>` for each constraints file.

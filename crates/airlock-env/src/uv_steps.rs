@@ -60,6 +60,7 @@ pub(crate) fn resolve(
     let (req_in, python, constraint_files) = plan_extras::prepare(plan, &dir, home, uv, log)?;
     let tmp = dir.join(format!("lock.{}.tmp", std::process::id()));
     let _ = fs::remove_file(&tmp);
+    plan_extras::seed_preferences(plan, &tmp)?;
     let n = plan.inputs.requirements().count() + plan.cuda.len();
     log.phase(&format!(
         "resolving {n} requirement{} for {} (uv pip compile)",

@@ -59,10 +59,18 @@ impl Lane {
         side_code(self.side)
     }
 
-    /// Leases `nbytes` of our pool: `(side, segment, offset, length)`.
-    fn alloc(&self, py: Python<'_>, nbytes: u64) -> PyResult<(u8, u32, u64, u64)> {
+    /// Leases `nbytes` of our pool: `(side, segment, offset, length)`; `frozen`: in a segment
+    /// that only our pool writes, for a copy we keep (ADR 0027).
+    #[pyo3(signature = (nbytes, frozen=false))]
+    fn alloc(&self, py: Python<'_>, nbytes: u64, frozen: bool) -> PyResult<(u8, u32, u64, u64)> {
         let r = py
-            .detach(|| self.inner.alloc(nbytes))
+            .detach(|| {
+                if frozen {
+                    self.inner.alloc_frozen(nbytes)
+                } else {
+                    self.inner.alloc(nbytes)
+                }
+            })
             .map_err(|e| ProtocolError::new_err(format!("cannot lease shared memory: {e}")))?;
         Ok(region_tuple(&r))
     }
@@ -139,6 +147,16 @@ impl Lane {
         Ok(())
     }
 
+    /// A callable `(side, segment, offset, len)` that releases a region of this lane like
+    /// [`Lane::release`], holding the lane's core but not this object: for bookkeeping that
+    /// the lane itself holds (a reference back to the lane would be a cycle the collector
+    /// cannot see through).
+    fn releaser(&self) -> Releaser {
+        Releaser {
+            inner: self.inner.clone(),
+        }
+    }
+
     /// A new fd for mapping segment `(side, segment)`, which the caller must close, and the
     /// segment's length.
     fn segment_fd(&self, side: u8, segment: u32) -> PyResult<(i32, u64)> {
@@ -147,6 +165,12 @@ impl Lane {
             .segment_fd(side_from(side)?, segment)
             .map_err(|e| ProtocolError::new_err(e.to_string()))?;
         Ok((fd.into_raw_fd(), len))
+    }
+
+    /// Retires our idle segments and frees their memory now (their retirement reaches the peer
+    /// with our next frame); returns the bytes given back. Safe from any thread.
+    fn trim(&self, py: Python<'_>) -> u64 {
+        py.detach(|| self.inner.trim())
     }
 
     /// Segments retired since the last call, whose mappings should be dropped.
@@ -169,6 +193,25 @@ impl Lane {
         d.set_item("leased_bytes", s.pool.leased_bytes)?;
         d.set_item("peer_segments", s.peer_segments)?;
         Ok(d)
+    }
+}
+
+/// See [`Lane::releaser`].
+#[pyclass(frozen, module = "comfy_airlock._native")]
+pub struct Releaser {
+    inner: Arc<CallLane>,
+}
+
+#[pymethods]
+impl Releaser {
+    fn __call__(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
+        self.inner.release(Region {
+            side: side_from(side)?,
+            segment,
+            offset,
+            len,
+        });
+        Ok(())
     }
 }
 

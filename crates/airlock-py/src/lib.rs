@@ -17,6 +17,7 @@ mod sandbox;
 mod shapes;
 mod sim;
 mod sink;
+mod watch;
 mod worker;
 
 use pyo3::prelude::*;
@@ -34,6 +35,8 @@ mod _native {
     use crate::host::Worker;
     #[pymodule_export]
     use crate::lane::{Lane, rejections};
+    #[pymodule_export]
+    use crate::watch::{WriteWatch, private_pages, write_watch_supported};
     #[pymodule_export]
     use crate::worker::{WorkerLink, connect, forbid_same_user_access};
 

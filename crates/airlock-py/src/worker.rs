@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use airlock_shm::PoolConfig;
 use airlock_supervisor::{
-    AskError, CallLane, CommandResult, ControlState, ModelHandler, SignalPage, WorkerIdentity,
+    AskError, CallLane, CallState, CommandResult, ControlState, ModelHandler, SignalPage,
+    WorkerIdentity,
 };
 use airlock_wire::{Message, ModelOp, ModelOutcome, Setting, Side, TOKEN_LEN, Token, Value};
 use pyo3::prelude::*;
@@ -72,7 +72,7 @@ pub fn connect(
         generation: control.generation(),
         control,
         name,
-        current: AtomicU64::new(0),
+        calls: CallState::new(),
     })
 }
 
@@ -105,8 +105,8 @@ pub struct WorkerLink {
     control: Arc<ControlState>,
     #[pyo3(get)]
     name: String,
-    /// The id of the call running now; 0 between calls (ids start at 1).
-    current: AtomicU64,
+    /// The call running now and when the last one ended.
+    calls: CallState,
     /// Where the host raises an interrupt for the running call.
     signal: Option<SignalPage>,
 }
@@ -123,19 +123,25 @@ impl WorkerLink {
     fn take_interrupt(&self) -> bool {
         self.signal
             .as_ref()
-            .is_some_and(|s| s.take(self.current.load(Ordering::Acquire)))
+            .is_some_and(|s| s.take(self.calls.current()))
     }
 
     /// The id of the call running now; 0 between calls.
     #[getter]
     fn call_id(&self) -> u64 {
-        self.current.load(Ordering::Acquire)
+        self.calls.current()
     }
 
     /// Whether a call is running now.
     #[getter]
     fn in_call(&self) -> bool {
-        self.current.load(Ordering::Acquire) != 0
+        self.calls.current() != 0
+    }
+
+    /// Seconds since the last call ended (or since the connection, before the first); None
+    /// while a call runs.
+    fn idle_seconds(&self) -> Option<f64> {
+        self.calls.idle_seconds()
     }
 
     /// Replaces the memory report that the control thread answers heartbeats with (checked
@@ -193,7 +199,7 @@ impl WorkerLink {
                 "a question's topic ends in '?': {topic:?}"
             )));
         }
-        let id = self.current.load(Ordering::Acquire);
+        let id = self.calls.current();
         let l = self.lane.clone();
         if let Some(question) = shapes::question(&topic, payload) {
             self.call_in_progress(&topic)?;
@@ -228,7 +234,7 @@ impl WorkerLink {
         describe: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let mut runner = PyRunner::new(py, self.lane_obj.bind(py), resolve, describe);
-        airlock_supervisor::serve(&self.lane, &self.current, &mut runner).map_err(|e| match e {
+        airlock_supervisor::serve(&self.lane, &self.calls, &mut runner).map_err(|e| match e {
             airlock_supervisor::ServeError::Lane(e) => {
                 ProtocolError::new_err(format!("call lane: {e}"))
             }
@@ -243,7 +249,7 @@ impl WorkerLink {
 impl WorkerLink {
     /// The id of the call running now; an event or question outside a call is an error.
     fn call_in_progress(&self, topic: &str) -> PyResult<u64> {
-        match self.current.load(Ordering::Acquire) {
+        match self.calls.current() {
             0 => Err(crate::errors::AirlockError::new_err(format!(
                 "event '{topic}' sent outside a call: the host only listens while a call runs"
             ))),

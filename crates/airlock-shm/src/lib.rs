@@ -12,6 +12,8 @@
 mod error;
 mod fdpass;
 mod mapping;
+mod pages;
+mod pid;
 mod pool;
 mod segment;
 mod settings;
@@ -19,6 +21,8 @@ mod settings;
 pub use error::ShmError;
 pub use fdpass::{MAX_FDS_PER_READ, borrow_all, recv_with_fds, send_with_fds, try_send_with_fds};
 pub use mapping::copy_nonoverlapping;
+pub use pages::{WriteWatch, private_pages, write_watch_supported};
+pub use pid::current_pid;
 pub use pool::{Alloc, Lease, Pool, PoolConfig, PoolStats, Released};
 pub use segment::{Segment, read_at};
 pub use settings::{LIMIT_ENV, PEER_MAP_ENV, PEER_SEGMENTS_ENV, PeerLimits};

@@ -39,6 +39,29 @@ impl Mapping {
     pub fn ptr(&self) -> *mut u8 {
         self.ptr
     }
+
+    /// Drops our page-table entries (the pages stay in the segment, for the peer's views):
+    /// they leave our resident set, and the next write faults them back in.
+    pub fn drop_pages(&self) {
+        // SAFETY: our own mapping; a shared mapping keeps its data.
+        unsafe {
+            let _ =
+                rustix::mm::madvise(self.ptr.cast(), self.len, rustix::mm::Advice::LinuxDontNeed);
+        }
+    }
+
+    /// Fills our page-table entries again at once (rather than one fault per page). On a
+    /// kernel before 5.14 the copies fault them in instead.
+    pub fn populate(&self) {
+        // SAFETY: our own mapping of pages allocated up front: nothing is allocated or changed.
+        unsafe {
+            let _ = rustix::mm::madvise(
+                self.ptr.cast(),
+                self.len,
+                rustix::mm::Advice::LinuxPopulateWrite,
+            );
+        }
+    }
 }
 
 impl Drop for Mapping {

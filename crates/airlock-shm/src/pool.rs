@@ -84,6 +84,8 @@ struct Slot {
     free: BTreeMap<u64, u64>,
     /// Leased ranges: offset → (length, holds).
     leased: HashMap<u64, (u64, u32)>,
+    /// Our page-table entries were dropped by a trim: populate before the next copy.
+    cold: bool,
 }
 
 impl Slot {
@@ -156,17 +158,34 @@ impl Pool {
     /// Leases `len` bytes (`len > 0`), creating a segment when no free range fits. The lease
     /// starts with one hold, the peer's.
     pub fn alloc(&mut self, len: u64) -> Result<Alloc, ShmError> {
+        self.alloc_in(len, false)
+    }
+
+    /// [`Pool::alloc`] in a frozen segment (see [`Segment::create_sealed`]): for a copy we
+    /// keep and send again while its source is unchanged.
+    pub fn alloc_frozen(&mut self, len: u64) -> Result<Alloc, ShmError> {
+        self.alloc_in(len, true)
+    }
+
+    fn alloc_in(&mut self, len: u64, frozen: bool) -> Result<Alloc, ShmError> {
         let len = len.max(1);
         // Page alignment for anything not tiny keeps big copies on whole pages.
         let align = if len < SMALL { 64 } else { SMALL };
         let found = self
             .slots
             .iter_mut()
+            .filter(|(_, slot)| slot.segment.is_frozen() == frozen)
             .find_map(|(&id, slot)| slot.take(len, align).map(|off| (id, off)));
         let (segment, offset, created) = match found {
-            Some((id, off)) => (id, off, None),
+            Some((id, off)) => {
+                let slot = self.slots.get_mut(&id).expect("found there");
+                if std::mem::take(&mut slot.cold) {
+                    slot.segment.populate();
+                }
+                (id, off, None)
+            }
             None => {
-                let id = self.create_segment(len)?;
+                let id = self.create_segment(len, frozen)?;
                 let slot = self.slots.get_mut(&id).expect("segment just created");
                 let off = slot
                     .take(len, align)
@@ -189,7 +208,7 @@ impl Pool {
         })
     }
 
-    fn create_segment(&mut self, len: u64) -> Result<u32, ShmError> {
+    fn create_segment(&mut self, len: u64, frozen: bool) -> Result<u32, ShmError> {
         let size = align_up(len.max(self.config.min_segment), SEGMENT_GRANULE);
         let total: u64 = self.slots.values().map(|s| s.segment.len()).sum();
         if total + size > self.config.limit {
@@ -217,7 +236,7 @@ impl Pool {
         let id = self.next_id;
         self.next_id += 1;
         let name = format!("{}-{id}", self.config.name);
-        let segment = Segment::create(&name, size)?;
+        let segment = Segment::create_sealed(&name, size, frozen)?;
         let mut free = BTreeMap::new();
         free.insert(0, size);
         self.slots.insert(
@@ -226,6 +245,7 @@ impl Pool {
                 segment,
                 free,
                 leased: HashMap::new(),
+                cold: false,
             },
         );
         Ok(id)
@@ -316,6 +336,32 @@ impl Pool {
             self.retired.push(id);
             idle_bytes -= len;
         }
+    }
+
+    /// Retires every idle segment and gives its memory back at once (the peer's mapping of it
+    /// then reads as holes until our retirement reaches it; it holds no region there), and
+    /// drops our page-table entries of the others (their pages hold what the peer still views:
+    /// they stay, out of our resident set). Returns the bytes retired. For an idle side, or
+    /// one under memory pressure (ADR 0028).
+    pub fn trim(&mut self) -> u64 {
+        let before: u64 = self.slots.values().map(|s| s.segment.len()).sum();
+        let idle: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.is_idle())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in idle {
+            if let Some(slot) = self.slots.remove(&id) {
+                slot.segment.punch();
+                self.retired.push(id);
+            }
+        }
+        for slot in self.slots.values_mut().filter(|s| !s.cold) {
+            slot.segment.drop_pages();
+            slot.cold = true;
+        }
+        before - self.slots.values().map(|s| s.segment.len()).sum::<u64>()
     }
 
     /// Whether segments were retired since the last [`Pool::take_retired`].

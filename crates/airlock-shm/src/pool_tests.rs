@@ -1,6 +1,7 @@
 //! Unit tests of the pool (a file of their own to keep `pool.rs` short).
 
 use super::*;
+use crate::segment::read_at;
 use crate::settings::PeerLimits;
 
 fn pool() -> Pool {
@@ -135,4 +136,71 @@ fn segment_count_is_capped() {
     // An idle segment is retired to make room rather than refusing.
     p.release(held[0].segment, held[0].offset).unwrap();
     assert!(p.alloc(5 << 20).is_ok());
+}
+
+#[test]
+fn frozen_and_plain_leases_never_share_a_segment() {
+    let mut p = pool();
+    let plain = p.alloc(4096).unwrap();
+    let kept = p.alloc_frozen(4096).unwrap();
+    assert_ne!(plain.lease.segment, kept.lease.segment);
+    assert!(p.segment(kept.lease.segment).unwrap().is_frozen());
+    assert!(!p.segment(plain.lease.segment).unwrap().is_frozen());
+    // Each kind reuses its own free space.
+    let kept2 = p.alloc_frozen(4096).unwrap();
+    assert_eq!(kept2.lease.segment, kept.lease.segment);
+    assert!(kept2.created.is_none());
+    // Copies into a frozen region go through the pool's own mapping.
+    let src = [5u8; 16];
+    unsafe {
+        p.write(kept.lease.segment, kept.lease.offset, src.as_ptr(), 16)
+            .unwrap()
+    };
+}
+
+#[test]
+fn trim_retires_every_idle_segment_and_frees_its_pages() {
+    let mut p = pool();
+    let a = p.alloc(3 << 20).unwrap(); // a 4 MiB segment
+    let c = p.alloc(5 << 20).unwrap(); // a 6 MiB one
+    assert_ne!(a.lease.segment, c.lease.segment);
+    let fd = p
+        .segment(c.lease.segment)
+        .unwrap()
+        .fd()
+        .try_clone_to_owned()
+        .unwrap();
+    p.release(c.lease.segment, c.lease.offset).unwrap();
+    assert_eq!(p.stats().segments, 2, "within keep_idle");
+    let freed = p.trim();
+    assert_eq!(
+        freed,
+        6 << 20,
+        "the idle segment went, the one with a lease stayed"
+    );
+    assert_eq!(p.take_retired(), vec![c.lease.segment]);
+    assert_eq!(p.stats().segments, 1);
+    // The peer's descriptor (still open) now holds no memory.
+    let st = rustix::fs::fstat(&fd).unwrap();
+    assert_eq!(st.st_blocks, 0);
+    assert_eq!(p.trim(), 0);
+}
+
+#[test]
+fn a_trimmed_segment_still_in_use_keeps_its_bytes_and_takes_copies() {
+    let mut p = pool();
+    let a = p.alloc(4096).unwrap();
+    let src = [9u8; 4096];
+    unsafe { p.write(a.lease.segment, a.lease.offset, src.as_ptr(), 4096) }.unwrap();
+    assert_eq!(p.trim(), 0, "a region is leased: the segment stays");
+    // The bytes the peer views are still there, and a new lease is copied into as before.
+    let seg = p.segment(a.lease.segment).unwrap();
+    let mut back = [0u8; 4096];
+    read_at(seg.fd(), seg.len(), a.lease.offset, &mut back).unwrap();
+    assert_eq!(back, src);
+    let b = p.alloc(4096).unwrap();
+    unsafe { p.write(b.lease.segment, b.lease.offset, src.as_ptr(), 4096) }.unwrap();
+    let seg = p.segment(b.lease.segment).unwrap();
+    read_at(seg.fd(), seg.len(), b.lease.offset, &mut back).unwrap();
+    assert_eq!(back, src);
 }

@@ -56,7 +56,7 @@ impl Framed {
                 held: None,
             }),
             writer: Mutex::new(Outbox::default()),
-            owner: std::process::id(),
+            owner: airlock_shm::current_pid(),
             timeout: Mutex::new(None),
             guard: OnceLock::new(),
         }
@@ -88,7 +88,7 @@ impl Framed {
         if let Some((g, _)) = self.guard.get() {
             g.check()?;
         }
-        let me = std::process::id();
+        let me = airlock_shm::current_pid();
         if me == self.owner {
             return Ok(());
         }

@@ -138,10 +138,20 @@ impl CallLane {
 
     /// Leases `len` bytes of our pool for a value about to be sent.
     pub fn alloc(&self, len: u64) -> Result<Region, LaneError> {
+        self.alloc_in(len, false)
+    }
+
+    /// [`CallLane::alloc`] in a frozen segment: for a copy we keep and may send again without
+    /// copying while its source is unchanged (ADR 0027).
+    pub fn alloc_frozen(&self, len: u64) -> Result<Region, LaneError> {
+        self.alloc_in(len, true)
+    }
+
+    fn alloc_in(&self, len: u64, frozen: bool) -> Result<Region, LaneError> {
         self.framed.check_owner()?;
         // Releases that arrived behind the last reply may free the very region we want.
         self.framed.absorb_ready(|m, fds| self.absorb(m, fds))?;
-        self.shm().alloc(len)
+        self.shm().alloc(len, frozen)
     }
 
     /// Copies `len` bytes from `src` into a region we leased and have not yet sent. The lock
@@ -194,6 +204,12 @@ impl CallLane {
 
     pub fn peer_gone(&self) {
         self.shm().peer_gone()
+    }
+
+    /// Retires our idle segments and frees their memory now; their retirement reaches the peer
+    /// with our next frame. Returns the bytes given back (ADR 0028).
+    pub fn trim(&self) -> u64 {
+        self.shm().trim()
     }
 
     pub fn stats(&self) -> LaneStats {

@@ -53,7 +53,7 @@ pub use liveness::Liveness;
 pub use output::{OutputSink, Stream};
 pub use process::WorkerProcess;
 pub use rejections::{Rejection, rejections};
-pub use serve::{AskError, Runner, ServeError, ask, await_answer, serve};
+pub use serve::{AskError, CallState, Runner, ServeError, ask, await_answer, serve};
 pub use session::{Broken, CallHost, Ended, exchange};
 pub use signal_page::{SIGNAL_FD, SIGNAL_FD_ENV, SignalPage};
 pub use spawn::WorkerSpec;

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use airlock_wire::{Answer, Message, Question, RemoteException, Value};
 
@@ -51,11 +52,64 @@ pub enum ServeError<E> {
     Runner(E),
 }
 
+/// Which call runs now and when the last one ended, read by the worker's other threads (the
+/// interrupt check, events, the idle trim).
+#[derive(Debug)]
+pub struct CallState {
+    /// The id of the call running now; 0 between calls (ids start at 1).
+    current: AtomicU64,
+    /// When the last call ended, in nanoseconds since `started` (for the idle trim).
+    last_end: AtomicU64,
+    started: Instant,
+}
+
+impl Default for CallState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CallState {
+    /// No call yet; idle since now.
+    pub fn new() -> Self {
+        Self {
+            current: AtomicU64::new(0),
+            last_end: AtomicU64::new(0),
+            started: Instant::now(),
+        }
+    }
+
+    /// The id of the call running now, 0 between calls.
+    pub fn current(&self) -> u64 {
+        self.current.load(Ordering::Acquire)
+    }
+
+    /// Seconds since the last call ended (or since the start, before the first); None while a
+    /// call runs.
+    pub fn idle_seconds(&self) -> Option<f64> {
+        if self.current() != 0 {
+            return None;
+        }
+        let end = Duration::from_nanos(self.last_end.load(Ordering::Acquire));
+        Some(self.started.elapsed().saturating_sub(end).as_secs_f64())
+    }
+
+    fn begin(&self, id: u64) {
+        self.current.store(id, Ordering::Release);
+    }
+
+    fn end(&self) {
+        let now = self.started.elapsed().as_nanos() as u64;
+        self.last_end.store(now, Ordering::Release);
+        self.current.store(0, Ordering::Release);
+    }
+}
+
 /// Runs calls from the host until it says stop (`Ok`) or goes away (`Ok`, after killing what
-/// this worker forked). `current` holds the id of the call running now, 0 between calls.
+/// this worker forked). `calls` says which call runs now.
 pub fn serve<R: Runner>(
     lane: &CallLane,
-    current: &AtomicU64,
+    calls: &CallState,
     runner: &mut R,
 ) -> Result<(), ServeError<R::Error>> {
     let mut targets: HashMap<String, R::Target> = HashMap::new();
@@ -76,11 +130,11 @@ pub fn serve<R: Runner>(
             })) => (id, target, args, kwargs),
             Ok(Some(other)) => return Err(ServeError::Unexpected(other.kind())),
         };
-        current.store(id, Ordering::Release);
+        calls.begin(id);
         // Everything that references the host's regions (arguments, the result) is dropped
         // by the time `run` returns: their releases go before the reply.
         let outcome = run(runner, &mut targets, &target, args, kwargs);
-        current.store(0, Ordering::Release);
+        calls.end();
         let msg = match outcome {
             Ok(value) => Message::Reply { id, value },
             Err(e) => Message::Error {

@@ -58,8 +58,14 @@ impl ShmState {
         }
     }
 
-    pub fn alloc(&mut self, len: u64) -> Result<Region, LaneError> {
-        let a = self.pool.alloc(len)?;
+    /// Leases `len` bytes of our pool; `frozen` in a segment only our pool writes (a copy we
+    /// keep, ADR 0027).
+    pub fn alloc(&mut self, len: u64, frozen: bool) -> Result<Region, LaneError> {
+        let a = if frozen {
+            self.pool.alloc_frozen(len)?
+        } else {
+            self.pool.alloc(len)?
+        };
         if let Some(id) = a.created {
             self.announce.push(id);
         }
@@ -286,6 +292,11 @@ impl ShmState {
         self.releases.clear();
     }
 
+    /// Retires our idle segments and frees their memory (see [`Pool::trim`]).
+    pub fn trim(&mut self) -> u64 {
+        self.pool.trim()
+    }
+
     pub fn pool_stats(&self) -> PoolStats {
         self.pool.stats()
     }
@@ -311,7 +322,7 @@ mod tests {
     #[test]
     fn a_reference_back_is_held_only_for_a_region_we_leased() {
         let mut s = state();
-        let r = s.alloc(4096).unwrap();
+        let r = s.alloc(4096, false).unwrap();
         s.mark_sent();
         // The peer hands it back: one more hold; our view's release and the peer's release
         // each drop one.
@@ -324,7 +335,7 @@ mod tests {
         // Now it is free: a reference to it, or to a region never leased, or one claiming
         // more bytes than the lease, is the peer's error.
         assert!(s.acquire_returned(r).is_err());
-        let r2 = s.alloc(4096).unwrap();
+        let r2 = s.alloc(4096, false).unwrap();
         let longer = Region {
             len: r2.len + 1,
             ..r2
@@ -407,14 +418,14 @@ mod tests {
             ..PoolConfig::default()
         };
         let mut s = ShmState::new(Side::Host, config);
-        let first = s.alloc(4096).unwrap();
+        let first = s.alloc(4096, false).unwrap();
         s.take_owed().unwrap();
         s.mark_sent();
         let msg = Message::Release {
             regions: vec![first],
         };
         s.absorb(msg, &mut Default::default()).unwrap(); // idle: retired (keep_idle 0)
-        s.alloc(4096).unwrap();
+        s.alloc(4096, false).unwrap();
         let owed = s.take_owed().unwrap();
         let kinds: Vec<&str> = owed.frames.iter().map(Message::kind).collect();
         assert_eq!(kinds, ["Retire", "Segment"]);
@@ -428,7 +439,7 @@ mod tests {
             ..PoolConfig::default()
         };
         let mut s = ShmState::new(Side::Host, config);
-        let r = s.alloc(4096).unwrap();
+        let r = s.alloc(4096, false).unwrap();
         s.unalloc(r); // encoding failed: idle at once, retired
         let owed = s.take_owed().unwrap();
         assert!(owed.frames.is_empty(), "{:?}", owed.frames);

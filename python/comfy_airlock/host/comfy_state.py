@@ -79,6 +79,24 @@ def main_identity() -> dict[str, Any]:
     return {"main_file": getattr(main, "__file__", None), "argv": list(sys.argv)}
 
 
+# ComfyUI's flags for a worker whose host is not ComfyUI (``airlock isolate`` reads a pack's
+# nodes to list them; that scan is neither cached nor run): ``--cpu``, since without it
+# ComfyUI's own ``comfy.model_management`` does not import on a machine without a GPU (ComfyUI
+# does not start there without ``--cpu`` either), and every pack importing it would fail.
+STANDALONE_FLAGS = ("--cpu",)
+
+
+def host_identity(comfyui: str | None) -> dict[str, Any]:
+    """``args``, ``main_file`` and ``argv`` for a worker: the running ComfyUI's, or, when the
+    host is not ComfyUI, those of ComfyUI's ``main.py`` started with :data:`STANDALONE_FLAGS`
+    (not the ``airlock`` command's own, which the pack would otherwise see as its program)."""
+    if "comfy.cli_args" in sys.modules:
+        return {"args": args_snapshot(), **main_identity()}
+    main = os.path.join(comfyui, "main.py") if comfyui else None
+    args = {flag.lstrip("-").replace("-", "_"): True for flag in STANDALONE_FLAGS}
+    return {"args": args, "main_file": main, "argv": [main or "main.py", *STANDALONE_FLAGS]}
+
+
 def add_folders(folders: dict[str, Any] | None) -> list[str]:
     """Registers in the host's ``folder_paths`` what an isolated pack registered in its worker
     (its prestartup script, its import): natively that code runs in this process, and the

@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from comfy_airlock import type_shapes
 from comfy_airlock.host.pack import IsolatedPack
 
 log = logging.getLogger("comfy_airlock")
@@ -93,7 +94,8 @@ def _ask(pack: IsolatedPack, live: _Live) -> None:
         log.debug("[comfy-airlock] pack %r: node inputs not read again: %s", pack.name, e)
     with _LOCK:
         if nodes:
-            live.nodes.update(nodes)
+            # The worker's answer carries a pack's "any" types as markers, as its scan does.
+            live.nodes.update(type_shapes.from_marker(nodes))
         live.at = time.monotonic()
         done, live.pending = live.pending, None
     if done is not None:

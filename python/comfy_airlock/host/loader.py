@@ -19,7 +19,15 @@ from typing import Any
 from comfy_airlock import env as _env
 from comfy_airlock import settings
 from comfy_airlock.compat import root_config
-from comfy_airlock.host import comfy_state, prestart, routes, scan_cache, web_dirs
+from comfy_airlock.host import (
+    comfy_state,
+    on_prompt,
+    prestart,
+    routes,
+    scan_cache,
+    web_dirs,
+    workflow_templates,
+)
 from comfy_airlock.host.memory.ledger import LEDGER, ledger_rows
 from comfy_airlock.host.memory.ram import RAM
 from comfy_airlock.host.pack import EXITING, IsolatedPack
@@ -117,7 +125,9 @@ def load_pack(pack_dir: str, name: str | None = None, config: str | None = None)
         _PACKS[name] = pack
         _FAILED.pop(name, None)
     routes.remember(pack, meta.get("routes") or [])
+    on_prompt.install(pack, set(mappings), int(meta.get("on_prompt") or 0))
     web_dirs.remember(name, pack_dir, meta.get("web_directory"))
+    workflow_templates.remember(name, pack_dir)
     prestart.remember(pack, mappings)
     if old is not None:
         old.close()
@@ -261,6 +271,7 @@ def _register_routes() -> None:
     global _ROUTES_DONE
     routes.mount_pending()
     web_dirs.mount_pending()
+    workflow_templates.mount_pending()
     prestart.add_handler()
     server = sys.modules.get("server")
     instance = getattr(getattr(server, "PromptServer", None), "instance", None)

@@ -116,10 +116,9 @@ class IsolatedPack:
             "pack_dir": self.dir,
             "pack_name": self.name,
             "entry": self.entry,
-            "args": comfy_state.args_snapshot(),
             "folder_paths": folders,
             "comfy_requirements": self.comfy,
-            **comfy_state.main_identity(),
+            **comfy_state.host_identity(comfyui),
         }
         ours = {settings.ENV["comfy"]: json.dumps(comfy), settings.ENV["worker"]: "1"}
         # Not the host's environment (its API keys): an allow-list, the pack's [env_vars], ours.
@@ -402,11 +401,17 @@ def _with_worker_traceback(e: BaseException, pack: str, node_id: str) -> None:
     tb = getattr(e, "remote_traceback", None)
     if not tb or len(e.args) > 1 or getattr(e, "_airlock_annotated", False):
         return
-    head = str(e.args[0]) if e.args else ""
-    e.args = (
-        f"{head}\n\n[comfy-airlock] {node_id!r} raised in the worker of pack {pack!r}:\n{tb}",
-    )
+    # A KeyError shows the repr of its argument: the text is given a repr that is itself, so
+    # the traceback reads as lines, after the key quoted as natively.
+    head = (repr if isinstance(e, KeyError) else str)(e.args[0]) if e.args else ""
+    text = f"{head}\n\n[comfy-airlock] {node_id!r} raised in the worker of pack {pack!r}:\n{tb}"
+    e.args = (_AsIs(text) if isinstance(e, KeyError) else text,)
     e._airlock_annotated = True  # type: ignore[attr-defined]
+
+
+class _AsIs(str):
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _text(e: BaseException | None) -> str | None:

@@ -1,5 +1,5 @@
 """Which proxy a scanned node gets: a V1 class (``proxy.py``) or a V3 one (``proxy_v3.py``),
-and the warning for a node whose models would have to cross the process boundary."""
+and the note for a node whose models stay in its worker (ADR 0023)."""
 
 from __future__ import annotations
 
@@ -24,17 +24,19 @@ def build_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
 
 
 def _warn_models(pack: IsolatedPack, node_id: str, meta: dict[str, Any], cls: type) -> None:
-    declared = {t for t in getattr(cls, "RETURN_TYPES", ()) or () if isinstance(t, str)}
+    # str.__str__: a pack's "any" type may be unhashable (type_shapes.py).
+    returns = getattr(cls, "RETURN_TYPES", ()) or ()
+    declared = {str.__str__(t) for t in returns if isinstance(t, str)}
     for section in ("required", "optional"):
-        for spec_ in (meta["INPUT_TYPES"].get(section) or {}).values():
+        for spec_ in dict(meta["INPUT_TYPES"].get(section) or {}).values():
             if isinstance(spec_, (list, tuple)) and spec_ and isinstance(spec_[0], str):
-                declared.add(spec_[0])
+                declared.add(str.__str__(spec_[0]))
     crossing = sorted(declared & MODEL_TYPES)
     if crossing:
-        log.warning(
-            "[comfy-airlock] node %r of isolated pack %r takes or returns %s; model objects "
-            "cannot cross the process boundary (values between two nodes pass through "
-            "ComfyUI, even within one pack), so running it will fail",
+        log.debug(
+            "[comfy-airlock] node %r of isolated pack %r takes or returns %s: model objects "
+            "stay in the pack's worker; they pass between the pack's own nodes, never to or "
+            "from a node of ComfyUI or of another pack",
             node_id,
             pack.name,
             ", ".join(crossing),

@@ -15,11 +15,15 @@ import sys
 import uuid
 from typing import Any
 
+from comfy_airlock import pack_values, type_shapes
+from comfy_airlock.comfy_values import register_comfy_codecs
 from comfy_airlock.host import live_inputs, prompt_context
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.node_surface import NODE_ATTRS, model_kind, python_module
 
 log = logging.getLogger("comfy_airlock")
+pack_values.install_host()
+register_comfy_codecs()
 
 # Declared types whose values are model objects living in one process.
 MODEL_TYPES = {"MODEL", "CLIP", "VAE", "CONTROL_NET", "CLIP_VISION", "STYLE_MODEL", "GLIGEN"}
@@ -61,6 +65,25 @@ def _check_inputs(pack: str, node_id: str, kwargs: dict[str, Any]) -> None:
                 )
 
 
+def run_node(
+    pack: IsolatedPack,
+    node_id: str,
+    key: str,
+    method: str,
+    kwargs: dict[str, Any],
+    context: dict[str, Any] | None = None,
+) -> Any:
+    """One forwarded node method: its inputs checked (a value of another pack's worker, a
+    model of ComfyUI's, fail here, named), the values ComfyUI let go of released in the
+    worker first, and the references in its result stamped with this pack (ADR 0023)."""
+    _check_inputs(pack.name, node_id, kwargs)
+    pack_values.check_inputs(pack.name, node_id, kwargs)
+    for token, ids in pack_values.pending_releases(pack.name).items():
+        if pack.alive():
+            pack.call("comfy_airlock.pack_values:release", token, ids)
+    return pack_values.claim(pack.name, pack.run(node_id, key, method, kwargs, context))
+
+
 def _to_torch(value: Any) -> Any:
     """Arrays from a numpy-only worker become tensors (ComfyUI's currency), without a copy."""
     np = sys.modules.get("numpy")
@@ -78,6 +101,11 @@ def _to_torch(value: Any) -> Any:
     return value
 
 
+def _tensor_type(declared: Any) -> bool:
+    # A marker of a pack's "any" type is a dict here: not a tensor type.
+    return isinstance(declared, str) and str.__str__(declared) in TENSOR_TYPES
+
+
 def _fix_outputs(meta: dict[str, Any], out: Any) -> Any:
     types_ = list(meta.get("RETURN_TYPES") or ())
 
@@ -85,7 +113,7 @@ def _fix_outputs(meta: dict[str, Any], out: Any) -> Any:
         if not isinstance(result, (tuple, list)):
             return result
         return tuple(
-            _to_torch(v) if i < len(types_) and types_[i] in TENSOR_TYPES else v
+            _to_torch(v) if i < len(types_) and _tensor_type(types_[i]) else v
             for i, v in enumerate(result)
         )
 
@@ -98,7 +126,8 @@ def _fix_outputs(meta: dict[str, Any], out: Any) -> Any:
 
 
 def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
-    input_types = meta["INPUT_TYPES"]
+    # "Any" types and flexible inputs as the pack's classes behave (type_shapes.py).
+    input_types = type_shapes.from_marker(meta["INPUT_TYPES"])
     hidden = dict(input_types.get("hidden") or {})
     # Inputs ComfyUI fills with its live DynamicPrompt: rebuilt in the worker (ADR 0022).
     dynprompts = [name for name, kind in hidden.items() if kind == "DYNPROMPT"]
@@ -115,10 +144,8 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
         return live_inputs.input_types(pack, node_id, input_types)
 
     def run(self, **kwargs: Any) -> Any:
-        _check_inputs(pack.name, node_id, kwargs)
         args = prompt_context.outbound(kwargs, dynprompts)
-        out = pack.run(node_id, self._airlock_key, function, *args)
-        return _fix_outputs(meta, out)
+        return _fix_outputs(meta, run_node(pack, node_id, self._airlock_key, function, *args))
 
     attrs: dict[str, Any] = {
         "__init__": __init__,
@@ -134,7 +161,7 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
     attrs.update(meta.get("constants") or {})
     for attr in NODE_ATTRS:
         if attr in meta:
-            attrs[attr] = meta[attr]
+            attrs[attr] = type_shapes.from_marker(meta[attr])
     attrs.setdefault("RETURN_TYPES", ())
     for attr in ("RETURN_TYPES", "RETURN_NAMES", "OUTPUT_IS_LIST", "OUTPUT_TOOLTIPS"):
         if isinstance(attrs.get(attr), list):
@@ -143,7 +170,8 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
     if methods.get("IS_CHANGED"):
 
         def IS_CHANGED(cls, **kwargs: Any) -> Any:
-            return pack.run(node_id, "", "IS_CHANGED", *prompt_context.outbound(kwargs, dynprompts))
+            args = prompt_context.outbound(kwargs, dynprompts)
+            return run_node(pack, node_id, "", "IS_CHANGED", *args)
 
         attrs["IS_CHANGED"] = classmethod(IS_CHANGED)
 
@@ -151,7 +179,8 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
         spec = methods["VALIDATE_INPUTS"]
 
         def VALIDATE_INPUTS(*args: Any, **kwargs: Any) -> Any:
-            return pack.run(node_id, "", "VALIDATE_INPUTS", *prompt_context.outbound(kwargs, ()))
+            args = prompt_context.outbound(kwargs, ())
+            return run_node(pack, node_id, "", "VALIDATE_INPUTS", *args)
 
         # ComfyUI passes only the inputs this signature names (and input_types if named).
         VALIDATE_INPUTS.__signature__ = _signature(spec)  # type: ignore[attr-defined]
@@ -161,7 +190,7 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
 
         def check_lazy_status(self, **kwargs: Any) -> Any:
             args = prompt_context.outbound(kwargs, dynprompts)
-            return pack.run(node_id, self._airlock_key, "check_lazy_status", *args)
+            return run_node(pack, node_id, self._airlock_key, "check_lazy_status", *args)
 
         attrs["check_lazy_status"] = check_lazy_status
 

@@ -19,10 +19,10 @@ from comfy_airlock.host import live_inputs, prompt_context
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.host.proxy import (
     PackModule,
-    _check_inputs,
     _fix_outputs,
     _signature,
     class_name,
+    run_node,
 )
 from comfy_airlock.node_surface import python_module
 
@@ -79,13 +79,12 @@ def build_v3_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
 
     def forward(method: str):
         def call(cls: Any, **kwargs: Any) -> Any:
-            return pack.run(node_id, "", method, *with_hidden(cls, kwargs))
+            return run_node(pack, node_id, "", method, *with_hidden(cls, kwargs))
 
         return call
 
     def execute(cls: Any, **kwargs: Any) -> Any:
-        _check_inputs(pack.name, node_id, kwargs)
-        out = pack.run(node_id, "", "execute", *with_hidden(cls, kwargs))
+        out = run_node(pack, node_id, "", "execute", *with_hidden(cls, kwargs))
         return _fix_outputs(outputs_meta, out)
 
     def define_schema(cls: Any) -> Any:

@@ -23,8 +23,9 @@ import sys
 import types
 from typing import Any
 
-from comfy_airlock import settings
-from comfy_airlock.node_surface import FOLDER_ROOTS, folder_to_scan, model_kind, python_module
+from comfy_airlock import pack_values, settings
+from comfy_airlock.comfy_values import register_comfy_codecs
+from comfy_airlock.node_surface import FOLDER_ROOTS, folder_to_scan, python_module
 from comfy_airlock.worker import describe, interrupts, models, server_shim, startup
 from comfy_airlock.worker import routes as _routes
 from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly
@@ -88,7 +89,8 @@ def _setup() -> None:
         _mirror_args(_CONFIG.get("args", {}))
         _mirror_folder_paths(_CONFIG.get("folder_paths"))
     server_shim.install()
-    _register_comfy_codecs()
+    register_comfy_codecs()
+    pack_values.install_worker()
 
 
 def _mirror_args(host_args: dict[str, Any]) -> None:
@@ -137,21 +139,6 @@ def _progress_hook(value: Any, total: Any, preview: Any = None, node_id: Any = N
     _emit_quietly("progress", (value, total, preview))
 
 
-def _register_comfy_codecs() -> None:
-    try:
-        from comfy_execution.graph_utils import ExecutionBlocker
-    except Exception:
-        return
-    from comfy_airlock.values import register_codec
-
-    register_codec(
-        "comfy.ExecutionBlocker",
-        ExecutionBlocker,
-        lambda b: b.message,
-        ExecutionBlocker,
-    )
-
-
 # --- the pack -------------------------------------------------------------------------------
 
 
@@ -190,6 +177,22 @@ def _load_pack() -> None:
     if "comfy.utils" in sys.modules:
         sys.modules["comfy.utils"].set_progress_bar_global_hook(_progress_hook)
     _collect(module)
+    _into_comfy_mappings()
+
+
+def _into_comfy_mappings() -> None:
+    """The pack's nodes in ``nodes.NODE_CLASS_MAPPINGS``, as ComfyUI adds them after importing
+    a pack (never over one of its own nodes): a node that looks up another of its pack's
+    classes there at run time finds it. Other packs' nodes are not there (they live elsewhere)."""
+    comfy_nodes = sys.modules.get("nodes")
+    mappings = getattr(comfy_nodes, "NODE_CLASS_MAPPINGS", None)
+    if not isinstance(mappings, dict):
+        return
+    for node_id, cls in _NODES.items():
+        mappings.setdefault(node_id, cls)
+    display = getattr(comfy_nodes, "NODE_DISPLAY_NAME_MAPPINGS", None)
+    if isinstance(display, dict):
+        display.update(_DISPLAY)
 
 
 def _prepare(pack_dir: str) -> None:
@@ -212,8 +215,10 @@ def _collect(module: types.ModuleType) -> None:
     mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
     if mappings is not None:
         _NODES.update(mappings)
-        for cls in mappings.values():
+        for node_id, cls in mappings.items():
             _set_module(cls, relative)
+            if _is_v3(cls):  # a V3 class in V1 mappings: ComfyUI describes and runs it as V3
+                _V3.add(node_id)
         _DISPLAY.update(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {})
         return
     entrypoint = getattr(module, "comfy_entrypoint", None)
@@ -237,6 +242,11 @@ def _collect(module: types.ModuleType) -> None:
         _set_module(cls, relative)
         if schema.display_name is not None:
             _DISPLAY[schema.node_id] = schema.display_name
+
+
+def _is_v3(cls: Any) -> bool:
+    base = getattr(sys.modules.get("comfy_api.internal"), "_ComfyNodeInternal", None)
+    return base is not None and isinstance(cls, type) and issubclass(cls, base)
 
 
 def _set_module(cls: Any, relative: str) -> None:
@@ -288,8 +298,16 @@ def scan() -> dict[str, Any]:
         "skipped": skipped,
         "folders": _added_folders(),
         "routes": _routes.describe(),
+        "on_prompt": len(server_shim.PromptServer.instance.on_prompt_handlers),
         "web_directory": _web_directory(_PACK, _CONFIG.get("entry")),
     }
+
+
+def on_prompt(json_data: Any) -> Any:
+    """The pack's ``add_on_prompt_handler`` functions on one ``POST /prompt`` body, in order,
+    as upstream's ``trigger_on_prompt`` runs them (one that raises is logged and skipped)."""
+    _load_pack()
+    return server_shim.PromptServer.instance.trigger_on_prompt(json_data)
 
 
 def _added_folders() -> dict[str, Any]:
@@ -310,20 +328,17 @@ def _added_folders() -> dict[str, Any]:
 # --- calls ----------------------------------------------------------------------------------
 
 
-def _check_outputs(node_id: str, outputs: Any) -> None:
-    if not isinstance(outputs, (tuple, list)):
-        return
-    cls = _NODES[node_id]
-    types_ = getattr(cls, "RETURN_TYPES", ()) if node_id not in _V3 else ()
-    for i, out in enumerate(outputs):
-        kind = model_kind(out)
-        if kind is not None:
-            declared = types_[i] if i < len(types_) else "?"
-            raise TypeError(
-                f"output {i} ({declared}) of node {node_id!r} is a {kind}: model objects "
-                "(MODEL, CLIP, VAE, CONTROL_NET) cannot cross the process boundary; load and "
-                "use the model inside the same isolated pack"
-            )
+def _keep_results(out: Any) -> Any:
+    """A node's outputs as they cross: values that cannot (the pack's own objects, models)
+    stay here and their references go instead (ADR 0023)."""
+    if isinstance(out, dict):
+        if "result" in out:
+            out = dict(out)
+            out["result"] = pack_values.keep_unsendable(out["result"])
+        return out
+    if isinstance(out, (tuple, list)):
+        return tuple(pack_values.keep_unsendable(tuple(out)))
+    return out
 
 
 def _instance(node_id: str, key: str) -> Any:
@@ -343,12 +358,14 @@ def _await(value: Any) -> Any:
     return _run_async(value) if inspect.isawaitable(value) else value
 
 
-def _hidden_v3(kwargs: dict[str, Any]) -> dict[Any, Any]:
+def _hidden_v3(kwargs: dict[str, Any], declared: Any) -> dict[Any, Any]:
+    """The hidden values the host sent, by the names the node declares hidden: an ordinary
+    input may bear a hidden one's name (an input called ``prompt``)."""
     from comfy_api.latest import io
 
     hidden = {}
     for h in io.Hidden:
-        if h.name in kwargs:
+        if h.name in kwargs and h.name in (declared or {}):
             hidden[h] = kwargs.pop(h.name)
     return hidden
 
@@ -357,8 +374,9 @@ def _run_v3(node_id: str, method: str, kwargs: dict[str, Any]) -> Any:
     from comfy_api.latest import _io
 
     cls = _NODES[node_id]
-    hidden = _hidden_v3(kwargs)
-    _, _, v3_data = _io.get_finalized_class_inputs(cls.INPUT_TYPES(), kwargs)
+    input_types = cls.INPUT_TYPES()
+    hidden = _hidden_v3(kwargs, input_types.get("hidden"))
+    _, _, v3_data = _io.get_finalized_class_inputs(input_types, kwargs)
     v3_data["hidden_inputs"] = hidden
     clone = cls.PREPARE_CLASS_CLONE(v3_data)
     if method == "execute":
@@ -372,8 +390,7 @@ def _run_v3(node_id: str, method: str, kwargs: dict[str, Any]) -> Any:
             n = len(cls.GET_SCHEMA().outputs)
             result["result"] = tuple(ExecutionBlocker(out.block_execution) for _ in range(n))
         elif out.result is not None:
-            _check_outputs(node_id, out.result)
-            result["result"] = tuple(out.result)
+            result["result"] = _keep_results(tuple(out.result))
         if out.ui is not None:
             result["ui"] = out.ui.as_dict() if hasattr(out.ui, "as_dict") else out.ui
         if out.expand is not None:
@@ -407,12 +424,32 @@ def run(node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:
     out = _await(getattr(_instance(node_id, key), method)(**kwargs))
     if method == "check_lazy_status":
         return out
-    if isinstance(out, dict):
-        if "result" in out:
-            _check_outputs(node_id, out["result"])
+    return _keep_results(_v1_form(out, len(getattr(cls, "RETURN_TYPES", ()) or ())))
+
+
+def _v1_form(out: Any, n_outputs: int) -> Any:
+    """A V1 node may return a V3 ``io.NodeOutput`` (upstream's execution takes it from any
+    node): its V1 dict, as upstream's ``get_output_from_returns`` reads it."""
+    try:
+        from comfy_api.internal import _NodeOutputInternal
+    except Exception:
         return out
-    _check_outputs(node_id, out)
-    return tuple(out) if isinstance(out, list) else out
+    if not isinstance(out, _NodeOutputInternal):
+        return out
+    v1: dict[str, Any] = {}
+    if out.ui is not None:
+        v1["ui"] = out.ui if isinstance(out.ui, dict) else out.ui.as_dict()
+    result = out.result
+    if out.block_execution is not None and (out.expand is not None or result is not None):
+        from comfy_execution.graph_utils import ExecutionBlocker
+
+        result = tuple(ExecutionBlocker(out.block_execution) for _ in range(n_outputs))
+    if out.expand is not None:
+        v1["expand"] = out.expand
+        v1["result"] = result
+    elif result is not None:
+        v1["result"] = result
+    return v1
 
 
 _setup()

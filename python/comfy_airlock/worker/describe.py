@@ -14,6 +14,7 @@ import inspect
 import logging
 from typing import Any
 
+from comfy_airlock import type_shapes
 from comfy_airlock.node_surface import NODE_ATTRS
 
 log = logging.getLogger("comfy_airlock.worker")
@@ -33,6 +34,17 @@ class OddNode(Exception):
 def plain(value: Any, where: str) -> Any:
     """Metadata as plain values; anything else becomes its ``str`` (logged), since the host
     only needs to show and validate it."""
+    marker = type_shapes.any_type_of(value)
+    if marker is not None:
+        return marker
+    flexible = type_shapes.flexible_of(value)
+    if flexible is not None:
+        spec, items = flexible
+        return {
+            type_shapes.KEY: "flexible",
+            "any": plain(spec, where),
+            "items": plain(items, where),
+        }
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, tuple):

@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from comfy_airlock import settings
 from comfy_airlock.card import truth
 
 #: Seconds between attempts, and how many, when this process has a context that NVML does not
@@ -52,6 +53,19 @@ def floor(tracked_resident: Callable[[], int]) -> int | None:
         return None
     _STATE["floor"] = max(0, used - max(_reserved(), tracked_resident()))
     return int(_STATE["floor"])
+
+
+def due(cuda: bool) -> bool:
+    """Whether a report made now could measure the floor: unmeasured, attempts left, a context
+    possible (``cuda``: torch has initialised CUDA here), the retry delay over. Cheap checks
+    first: this runs after every call."""
+    if _STATE["floor"] is not None or not (cuda or settings.get().sim_gpu):
+        return False
+    if int(_STATE["attempts"] or 0) >= ATTEMPTS or time.monotonic() < float(
+        _STATE["next_try"] or 0.0
+    ):
+        return False
+    return _may_have_context()
 
 
 def _may_have_context() -> bool:

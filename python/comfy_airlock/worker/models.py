@@ -392,15 +392,66 @@ def begin_call() -> None:
 
 def end_call() -> dict[str, Any] | None:
     """Publishes the report after a call; returns it when it changed since the last one sent
-    with a reply (or None: the host's ledger is current)."""
-    global _CALL_USED, _LAST_SENT
+    with a reply (or None: the host's ledger is current). A call that changed nothing the report
+    says (the usual case: :func:`_signature`) skips making it: the resident set, which moves at
+    every call, is kept fresh for the heartbeat by :func:`refresh` while the worker is idle."""
+    global _CALL_USED, _LAST_SENT, _LAST_SIG
     _CALL_USED = None
+    sig = _signature()
+    if sig is not None and sig == _LAST_SIG:
+        return None
+    _LAST_SIG = sig
     r = publish()
     moving = {"rss": None, "seq": None}
     if _LAST_SENT is not None and {**r, **moving} == {**_LAST_SENT, **moving}:
         return None  # the resident set alone moves at every call: the heartbeat carries it
     _LAST_SENT = r
     return r
+
+
+_LAST_SIG: tuple[Any, ...] | None = None
+
+
+def _signature() -> tuple[Any, ...] | None:
+    """What a report's content (but its resident set and sequence number) depends on, read
+    cheaply (this runs after every call); None when a report must be made anyway (a floor
+    measurement is due)."""
+    torch = sys.modules.get("torch")
+    cuda = torch is not None and _cuda_initialized(torch)
+    if floor.due(cuda):
+        return None
+    mm = sys.modules.get("comfy.model_management")
+    cml = mm.current_loaded_models if mm is not None else None
+    used = admission.LAST_USED
+    return (
+        tuple(
+            (id(lm.model), lm.model.loaded_size(), str(lm.device))
+            for lm in list(cml)
+            if lm.model is not None
+        )
+        if cml
+        else (),
+        tuple((i, m.seq, m.last_used, m.in_use, m.ref() is None) for i, m in _MODULES.items())
+        if _MODULES
+        else (),
+        tuple(used.items()) if used else (),
+        getattr(mm, "TOTAL_PINNED_MEMORY", 0) if mm is not None else 0,
+        _reserved() if cuda else 0,
+        cuda,
+        bool(_UUID),
+    )
+
+
+def _cuda_initialized(torch: Any) -> bool:
+    """``torch.cuda.is_initialized()``, read from its flag when torch has one (every call)."""
+    flag = getattr(torch.cuda, "_initialized", None)
+    return bool(flag) if flag is not None else bool(torch.cuda.is_initialized())
+
+
+def refresh() -> None:
+    """Publishes a fresh report for the heartbeat (its resident set) while no call runs."""
+    if _PUBLISH is not None and not link.in_call():
+        publish()
 
 
 def install(worker_link: Any) -> None:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import logging
 import os
-import platform
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from comfy_airlock import _native, settings
+from comfy_airlock import _native, idle_trim, settings
 from comfy_airlock import pickling as _pickling
 from comfy_airlock import sandbox as _sandbox
 from comfy_airlock import values as _values  # noqa: F401  (installs the codec hooks)
@@ -21,8 +20,31 @@ from comfy_airlock.worker.link import ask, emit
 
 __all__ = ["ask", "emit", "main", "serve"]
 
+#: When each step of this worker's start ended (CLOCK_BOOTTIME seconds), for
+#: bench/cold_start.py: "interpreter" (our code reached), "imported" (this module), "connected"
+#: (the handshake done). Four clock reads; nothing else depends on them.
+START_MARKS: dict[str, float] = {}
+
+
+def _mark(step: str) -> None:
+    START_MARKS[step] = time.clock_gettime(time.CLOCK_BOOTTIME)
+
 
 def _version(dist: str) -> str | None:
+    """The installed version of ``dist`` as import would find it: the first ``dist-*.dist-info``
+    on ``sys.path`` (a directory listing, where ``importlib.metadata`` imports and parses far
+    more, on every start), else ``importlib.metadata``'s answer."""
+    prefix = dist.lower().replace("-", "_") + "-"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".dist-info") and name.lower().startswith(prefix):
+                return name[len(prefix) : -len(".dist-info")]
+    import importlib.metadata
+
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -55,20 +77,30 @@ def _setup_logging() -> None:
 
 def _resolve(target: str) -> Callable[..., Any]:
     """The callable for ``target``, wrapped so that what the worker holds after the call
-    reaches the host's ledger before the reply (see :mod:`comfy_airlock.worker.models`)."""
+    reaches the host's ledger before the reply (see :mod:`comfy_airlock.worker.models`). The
+    wrapper runs on every call: it costs a few attribute reads unless the call changed what
+    the worker holds."""
     fn = _lookup(target)
 
+    active, begin, end, enter, leave = (
+        models.active,
+        models.begin_call,
+        models.end_call,
+        ram.enter,
+        ram.leave,
+    )
+
     def call(*args: Any, **kwargs: Any) -> Any:
-        tracked = models.active()
+        tracked = active()
         if tracked:
-            models.begin_call()
-        ram.enter()
+            begin()
+        enter()
         try:
             return fn(*args, **kwargs)
         finally:
-            ram.leave()
+            leave()
             # A call may register the first model: then it reports too.
-            report = models.end_call() if tracked or models.active() else None
+            report = end() if tracked or active() else None
             lk = link.LINK
             if lk is not None and report is not None:
                 try:
@@ -99,7 +131,11 @@ def _describe(exc: BaseException, tb: Any) -> tuple[str, str, str, tuple[Any, ..
     except Exception:
         message = f"<unprintable {t.__qualname__}>"
     text = "".join(traceback.format_exception(t, exc, tb))
-    return t.__module__, t.__qualname__, message, tuple(exc.args), text
+    args = tuple(exc.args)
+    if isinstance(exc, OSError) and len(args) == 2 and exc.filename is not None:
+        # The file names are not in args: OSError(errno, strerror, filename, winerror, filename2).
+        args = (*args, exc.filename, None, exc.filename2)
+    return t.__module__, t.__qualname__, message, args, text
 
 
 def serve(worker_link: Any) -> None:
@@ -107,10 +143,12 @@ def serve(worker_link: Any) -> None:
     link.install(worker_link)
     models.install(worker_link)
     interrupts.install(worker_link)
+    idle_trim.register(worker_link, worker=True, tick=models.refresh)
     worker_link.serve(_resolve, _describe)
 
 
 def main() -> None:
+    _mark("imported")
     token = sys.stdin.readline().strip()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -127,10 +165,11 @@ def main() -> None:
     worker_link = _native.connect(
         socket,
         token,
-        platform.python_version(),
+        sys.version.split()[0],
         torch=_version("torch"),
         numpy=_version("numpy"),
     )
+    _mark("connected")
     serve(worker_link)
     # Orderly stop: flush what we logged, then skip interpreter teardown (torch's can take
     # most of a second, and the host is waiting for us to exit).

@@ -17,8 +17,10 @@ user, model and asset managers. So this module gives the same names with this sp
 - **Upstream's own**: ``user_manager`` (``app.user_manager.UserManager``, over the host's
   user directory and ``--multi-user``) and ``node_replace_manager`` (local: ComfyUI does not
   apply an isolated pack's node replacements).
+- **Run for the host**: ``add_on_prompt_handler``: the host sends each ``POST /prompt`` that
+  holds a node of the pack here first (its API keys left out), as upstream runs the handlers.
 - **Present, local**: ``supports``, ``loop`` (the worker's event loop), ``messages``,
-  ``sockets``, ``on_prompt_handlers``, ``client_session`` and ``web_root`` (None).
+  ``sockets``, ``client_session`` and ``web_root`` (None).
 - Everything else raises an ``AttributeError`` that says this is the worker's stand-in.
 
 Module-level names (``BinaryEventTypes``, ``web``, ``nodes``…) follow upstream's; the modules
@@ -272,15 +274,16 @@ class PromptServer:
         self.send_sync("status", {"status": self.get_queue_info()})
 
     def add_on_prompt_handler(self, handler: Any) -> None:
-        # Upstream calls these in its POST /prompt handler, in the host: a worker's function
-        # cannot run there.
+        # Upstream calls these in its POST /prompt handler; the host forwards each prompt that
+        # holds a node of this pack here (host/on_prompt.py, worker/comfy.py:on_prompt).
         self.on_prompt_handlers.append(handler)
-        log.warning(
-            "add_on_prompt_handler in an isolated pack is kept but never called: ComfyUI runs "
-            "these in its own process, on every POST /prompt"
-        )
 
     def trigger_on_prompt(self, json_data: Any) -> Any:
+        for handler in list(self.on_prompt_handlers):
+            try:
+                json_data = handler(json_data)
+            except Exception:
+                log.warning("an on_prompt handler of the pack raised", exc_info=True)
         return json_data
 
     def add_routes(self) -> None:

@@ -12,6 +12,12 @@ from server import PromptServer
 
 
 def _fail_deep(reason):
+    if reason.startswith("key:"):  # a lookup that misses, as packs' dict reads do
+        raise KeyError(reason[4:])
+    if reason == "stop":  # a "queue stop" node: ComfyUI's interrupt, raised by the node itself
+        import comfy.model_management
+
+        raise comfy.model_management.InterruptProcessingException()
     raise ValueError(f"e2e: deliberate failure in the worker ({reason})")
 
 
@@ -239,7 +245,7 @@ class E2EConditioningInfo:
 
 
 class E2EModelOut:
-    """Returns a model object, which must not cross."""
+    """Returns a model object, which stays in the worker (ComfyUI holds a reference)."""
 
     CATEGORY = "airlock tests"
     RETURN_TYPES = ("MODEL",)

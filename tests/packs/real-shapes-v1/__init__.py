@@ -13,6 +13,8 @@ import comfy_extras  # the same for comfy_extras.nodes_model_merging
 import folder_paths
 import nodes
 import torch
+from comfy_api.latest import io
+from comfy_execution.graph_utils import ExecutionBlocker
 from comfy_extras.nodes_latent import LatentAdd  # circular natively unless nodes loaded first
 
 import __main__
@@ -128,6 +130,8 @@ class ShapesProgram:
             "merge_base": MergeBase.__name__,
             "llm_dirs": [os.path.basename(d) for d in LLM_DIRS],
             "python_module": type(self).RELATIVE_PYTHON_MODULE,
+            # At run time ComfyUI's mappings hold the pack's own nodes too.
+            "own_node_in_comfy": nodes.NODE_CLASS_MAPPINGS.get("ShapesNoise") is ShapesNoise,
         }
         return {"ui": {"text": [json.dumps(facts, sort_keys=True)]}}
 
@@ -169,6 +173,92 @@ class ShapesBroken:
         raise RuntimeError("needs a model list that is not there")
 
 
+class AnyType(str):
+    """Matches any type in ComfyUI's validation (``not a != b``), whatever its name."""
+
+    def __ne__(self, other):
+        return False
+
+
+class FlexibleOptional(dict):
+    """Contains every key: ComfyUI passes the node any input the frontend added."""
+
+    def __init__(self, kind, data=None):
+        self.kind = kind
+        self.data = data or {}
+        for k, v in self.data.items():
+            self[k] = v
+
+    def __getitem__(self, key):
+        return self.data.get(key, (self.kind,))
+
+    def __contains__(self, key):
+        return True
+
+
+ANY = AnyType("*")
+
+
+class ShapesAnySwitch:
+    """A switch over a dynamic number of inputs ("any_01", "any_02", ... and widget values the
+    frontend adds), and an input of an "any" type with a name of its own."""
+
+    CATEGORY = "airlock shapes"
+    RETURN_TYPES = (ANY, "STRING")
+    FUNCTION = "switch"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "select": ("INT", {"default": 1, "min": 1, "max": 9}),
+                "label": (AnyType("Connect anything"),),
+            },
+            "optional": FlexibleOptional(ANY, {"any_01": (ANY,)}),
+        }
+
+    def switch(self, select, label, **kwargs):
+        seen = {k: v if not hasattr(v, "shape") else list(v.shape) for k, v in kwargs.items()}
+        return (kwargs.get(f"any_{select:02d}"), json.dumps([label, seen], sort_keys=True))
+
+
+class ShapesGate:
+    """A switch: a closed gate blocks its branch with ComfyUI's ExecutionBlocker."""
+
+    CATEGORY = "airlock shapes"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "gate"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"text": ("STRING", {"default": "through"}), "open": ("BOOLEAN", {})}}
+
+    def gate(self, text, open):
+        return (text if open else ExecutionBlocker(None),)
+
+
+class ShapesV3Range(io.ComfyNode):
+    """A V3 node in a V1 pack's NODE_CLASS_MAPPINGS (a logic pack's way): ComfyUI describes it
+    by its schema and runs its classmethod ``execute``, whose ``io.NodeOutput`` it unpacks."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Range",
+            category="airlock shapes",
+            inputs=[
+                io.Int.Input("start", default=2, min=-100, max=100),
+                io.Int.Input("stop", default=9, min=-100, max=100),
+            ],
+            outputs=[io.Int.Output("values", is_output_list=True), io.Int.Output("count")],
+        )
+
+    @classmethod
+    def execute(cls, start, stop):
+        values = list(range(start, stop, 3))
+        return io.NodeOutput(values, len(values), ui={"text": [f"{start}..{stop}"]})
+
+
 NODE_CLASS_MAPPINGS = {
     "ShapesSampler": ShapesSampler,
     "ShapesLLMLoader": ShapesLLMLoader,
@@ -178,6 +268,9 @@ NODE_CLASS_MAPPINGS = {
     "ShapesAlwaysRun": ShapesAlwaysRun,
     "ShapesMergeBlocks": ShapesMergeBlocks,
     "ShapesBroken": ShapesBroken,
+    "ShapesV3Range": ShapesV3Range,
+    "ShapesGate": ShapesGate,
+    "ShapesAnySwitch": ShapesAnySwitch,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
     "ShapesSampler": "Shapes Sampler (comfy.samplers at import)",

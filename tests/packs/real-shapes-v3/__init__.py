@@ -18,7 +18,9 @@ class V3Repeat(io.ComfyNode):
             description="Repeats its text; says which node it is.",
             inputs=[
                 io.String.Input("text", default="ab", tooltip="what to repeat"),
-                io.Int.Input("times", default=2, min=1, max=8),
+                io.Int.Input(
+                    "times", default=2, min=1, max=8, display_mode=io.NumberDisplay.slider
+                ),
                 io.Combo.Input("sep", options=["-", "+", " "], default="-"),
             ],
             outputs=[io.String.Output(display_name="repeated", tooltip="text, times over")],
@@ -100,9 +102,28 @@ class V3Old(io.ComfyNode):
         return io.NodeOutput(x * 2)
 
 
+class V3Prompt(io.ComfyNode):
+    """An ordinary input named like a hidden one (``prompt``), next to a hidden input, as a
+    prompt-text node has it."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Prompt",
+            category="airlock shapes/v3",
+            inputs=[io.String.Input("prompt", multiline=True, default="a cat")],
+            outputs=[io.String.Output()],
+            hidden=[io.Hidden.unique_id],
+        )
+
+    @classmethod
+    def execute(cls, prompt):
+        return io.NodeOutput(f"{prompt}@{cls.hidden.unique_id}")
+
+
 class ShapesV3Extension(ComfyExtension):
     async def get_node_list(self):
-        return [V3Repeat, V3Noise, V3Digest, V3Old]
+        return [V3Repeat, V3Noise, V3Digest, V3Old, V3Prompt]
 
 
 async def comfy_entrypoint():

@@ -6,6 +6,8 @@ At import: ``from server import PromptServer, BinaryEventTypes`` and a module-le
 ``prompt_queue = PromptServer.instance.prompt_queue`` (as a video pack does). In the node: the
 queue (running item, remaining count), ``last_node_id``, ``client_id``, ``last_prompt_id``,
 ``send_sync`` of a JSON event and of an unencoded preview image, ``send_progress_text``.
+An on-prompt handler, as seed and wildcard packs register one: it stamps its node's input
+before ComfyUI validates the prompt.
 """
 
 import json
@@ -26,6 +28,7 @@ class ServerProbe:
     def INPUT_TYPES(cls):
         return {
             "required": {"tag": ("STRING", {"default": "t"})},
+            "optional": {"stamp": ("STRING", {"default": ""})},
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
 
@@ -34,12 +37,13 @@ class ServerProbe:
     OUTPUT_NODE = True
     CATEGORY = "airlock-test"
 
-    def probe(self, tag, unique_id=None):
+    def probe(self, tag, stamp="", unique_id=None):
         ps = PromptServer.instance
         running, queued = prompt_queue.get_current_queue()
         current = list(prompt_queue.currently_running.values())
         report = {
             "tag": tag,
+            "stamp": stamp,
             "unique_id": unique_id,
             "last_node_id": ps.last_node_id,
             "client_id": ps.client_id,
@@ -62,5 +66,17 @@ class ServerProbe:
         ps.send_progress_text(f"{NAME} says hi", unique_id, ps.client_id)
         return {"ui": {"text": [json.dumps(report)]}}
 
+
+def stamp_probes(json_data):
+    """What upstream calls with each POST /prompt body: stamps this pack's probes (the body's
+    API key, if this handler can see one, too)."""
+    key = (json_data.get("extra_data") or {}).get("api_key_comfy_org")
+    for node in json_data.get("prompt", {}).values():
+        if node.get("class_type") == NAME + "Probe":
+            node["inputs"]["stamp"] = f"{NAME} saw key {key}"
+    return json_data
+
+
+PromptServer.instance.add_on_prompt_handler(stamp_probes)
 
 NODE_CLASS_MAPPINGS = {NAME + "Probe": ServerProbe}

@@ -1,4 +1,4 @@
-//! The `airlock` command: `build`, `doctor`, `gc`.
+//! The `airlock` command: `build`, `doctor`, `plan`, `gc`.
 //!
 //! It lives in the extension module (`comfy_airlock.cli` calls [`cli_main`]) so that the CLI
 //! and ComfyUI use the same builder, and no second binary has to be shipped per platform.
@@ -8,6 +8,7 @@
 mod build;
 mod doctor;
 mod gc;
+mod plan;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ use pyo3::prelude::*;
 use build::build;
 use doctor::doctor;
 use gc::gc;
+use plan::plan;
 
 /// Environments for ComfyUI node packs isolated by comfy-airlock.
 #[derive(Debug, Parser)]
@@ -68,6 +70,17 @@ enum Command {
         /// Print the report as JSON
         #[arg(long)]
         json: bool,
+    },
+    /// Resolve each env's conda, PyPI and [cuda] requirements without installing anything
+    Plan {
+        #[command(flatten)]
+        place: Place,
+        /// Print the result as JSON
+        #[arg(long)]
+        json: bool,
+        /// Packs (or `<pack>/<sub>` envs) to plan (default: every one found)
+        #[arg(value_name = "PACK")]
+        packs: Vec<String>,
     },
     /// List environments and caches no current pack uses (remove them with --delete)
     Gc {
@@ -129,6 +142,7 @@ pub fn run(argv: Vec<String>, interrupted: &dyn Fn() -> bool) -> i32 {
     let place = match &cli.command {
         Command::Build { place, .. }
         | Command::Doctor { place, .. }
+        | Command::Plan { place, .. }
         | Command::Gc { place, .. } => place,
     };
     let opts = EnvOptions {
@@ -146,6 +160,7 @@ pub fn run(argv: Vec<String>, interrupted: &dyn Fn() -> bool) -> i32 {
         Command::Doctor { place, json } => {
             doctor(&opts, place, *json, cli.airlock_package.as_deref())
         }
+        Command::Plan { place, json, packs } => plan(&opts, place, packs, *json),
         Command::Gc { place, delete } => gc(&opts, place, *delete),
     }
 }
@@ -183,6 +198,10 @@ mod tests {
         assert!(matches!(c.command, Command::Doctor { json: true, .. }));
         let c = Cli::try_parse_from(["airlock", "gc", "--delete", "--base", "/b"]).unwrap();
         assert!(matches!(c.command, Command::Gc { delete: true, .. }));
+        let c = Cli::try_parse_from(["airlock", "plan", "--json", "p/nodes"]).unwrap();
+        assert!(
+            matches!(c.command, Command::Plan { json: true, ref packs, .. } if packs.len() == 1)
+        );
         assert!(Cli::try_parse_from(["airlock", "nope"]).is_err());
     }
 }

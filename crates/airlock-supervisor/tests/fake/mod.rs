@@ -6,7 +6,6 @@
 #![allow(dead_code)]
 
 use std::io::BufRead;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -125,13 +124,13 @@ pub fn main() {
     control.publish(report(1, &[]));
     control.set_handler(Arc::new(FakeModels));
     eprintln!("fake worker ready");
-    let current = AtomicU64::new(0);
+    let calls = airlock_supervisor::CallState::new();
     let mut runner = FakeRunner {
         lane: lane.clone(),
-        current: &current,
+        current: &calls,
         resolved: Vec::new(),
     };
-    let served = airlock_supervisor::serve(&lane, &current, &mut runner);
+    let served = airlock_supervisor::serve(&lane, &calls, &mut runner);
     std::process::exit(if served.is_ok() { 0 } else { 3 });
 }
 
@@ -160,7 +159,7 @@ pub enum Target {
 
 struct FakeRunner<'a> {
     lane: Arc<CallLane>,
-    current: &'a AtomicU64,
+    current: &'a airlock_supervisor::CallState,
     resolved: Vec<String>,
 }
 
@@ -194,7 +193,7 @@ impl Runner for FakeRunner<'_> {
     }
 
     fn invoke(&mut self, target: &Target, args: Value) -> Result<Value, String> {
-        let id = self.current.load(Ordering::Acquire);
+        let id = self.current.current();
         match target {
             Target::Echo => Ok(args),
             Target::Die => {

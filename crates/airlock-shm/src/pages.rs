@@ -1,0 +1,412 @@
+//! What the kernel knows about our own pages: which of a range were written since we last
+//! looked (userfaultfd write-protection in async mode, read back with `PAGEMAP_SCAN`), and
+//! which pages of a private file mapping are our own copies (written through it).
+//!
+//! Both need Linux 6.7 (`UFFD_FEATURE_WP_ASYNC`, `PAGEMAP_SCAN`). Where they are missing (an
+//! older kernel, a seccomp filter refusing `userfaultfd`, no `/proc`), every question answers
+//! "cannot tell", and callers copy as before. ADR 0027 records why this, and not the tensor's
+//! version counter or a checksum, decides whether a kept copy is still the tensor's bytes.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Mutex;
+
+const PAGE: usize = 4096;
+
+// <linux/userfaultfd.h>
+const UFFD_API: u64 = 0xAA;
+const UFFD_USER_MODE_ONLY: libc::c_int = 1;
+const UFFD_FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
+const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
+const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
+const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1 << 0;
+const UFFDIO_API: libc::c_ulong = iowr(0xAA, 0x3F, 24);
+const UFFDIO_REGISTER: libc::c_ulong = iowr(0xAA, 0x00, 32);
+const UFFDIO_UNREGISTER: libc::c_ulong = ior(0xAA, 0x01, 16);
+const UFFDIO_WRITEPROTECT: libc::c_ulong = iowr(0xAA, 0x06, 24);
+
+// <linux/fs.h>, PAGEMAP_SCAN
+const PAGE_IS_WRITTEN: u64 = 1 << 1;
+const PAGE_IS_FILE: u64 = 1 << 2;
+const PAGE_IS_PRESENT: u64 = 1 << 3;
+const PAGE_IS_SWAPPED: u64 = 1 << 4;
+const PM_SCAN_CHECK_WPASYNC: u64 = 1 << 1;
+const PAGEMAP_SCAN: libc::c_ulong = iowr(b'f' as u64, 16, std::mem::size_of::<ScanArg>() as u64);
+
+const fn ioc(dir: u64, ty: u64, nr: u64, size: u64) -> libc::c_ulong {
+    ((dir << 30) | (size << 16) | (ty << 8) | nr) as libc::c_ulong
+}
+const fn iowr(ty: u64, nr: u64, size: u64) -> libc::c_ulong {
+    ioc(3, ty, nr, size)
+}
+const fn ior(ty: u64, nr: u64, size: u64) -> libc::c_ulong {
+    ioc(2, ty, nr, size)
+}
+
+#[repr(C)]
+struct UffdioApi {
+    api: u64,
+    features: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UffdioRange {
+    start: u64,
+    len: u64,
+}
+
+#[repr(C)]
+struct UffdioRegister {
+    range: UffdioRange,
+    mode: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+struct UffdioWriteprotect {
+    range: UffdioRange,
+    mode: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PageRegion {
+    start: u64,
+    end: u64,
+    categories: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct ScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+
+/// The process's userfaultfd and `/proc/self/pagemap`, opened on first use by the process that
+/// uses them: after a `fork` the child opens its own (the parent's would describe the parent).
+struct Kernel {
+    pid: u32,
+    uffd: Option<OwnedFd>,
+    pagemap: Option<File>,
+}
+
+static KERNEL: Mutex<Option<Kernel>> = Mutex::new(None);
+
+fn open_uffd() -> Option<OwnedFd> {
+    let flags = libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY;
+    // SAFETY: a plain syscall; a non-negative result is a new descriptor we own.
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: just created, owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+    let mut api = UffdioApi {
+        api: UFFD_API,
+        features: UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED,
+        ioctls: 0,
+    };
+    // SAFETY: UFFDIO_API with its own struct.
+    let ok = unsafe { libc::ioctl(fd.as_raw_fd(), UFFDIO_API, &mut api) } == 0;
+    let wanted = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED;
+    (ok && api.features & wanted == wanted).then_some(fd)
+}
+
+/// Runs `f` with this process's descriptors (opened if need be).
+fn with_kernel<T>(f: impl FnOnce(&Kernel) -> T) -> T {
+    let mut k = KERNEL.lock().unwrap_or_else(|p| p.into_inner());
+    let pid = crate::pid::current_pid();
+    if k.as_ref().is_none_or(|k| k.pid != pid) {
+        *k = Some(Kernel {
+            pid,
+            uffd: open_uffd(),
+            pagemap: File::open("/proc/self/pagemap").ok(),
+        });
+    }
+    f(k.as_ref().expect("just set"))
+}
+
+fn page_span(addr: usize, len: usize) -> (usize, usize) {
+    let lo = addr & !(PAGE - 1);
+    let hi = (addr + len).next_multiple_of(PAGE);
+    (lo, hi)
+}
+
+/// One `PAGEMAP_SCAN` of `[lo, hi)` into `vec`: the regions found, and where the walk ended.
+fn scan(
+    pagemap: &File,
+    (lo, hi): (usize, usize),
+    flags: u64,
+    inverted: u64,
+    mask: u64,
+    anyof: u64,
+    vec: &mut [PageRegion],
+) -> std::io::Result<(usize, u64)> {
+    let mut arg = ScanArg {
+        size: std::mem::size_of::<ScanArg>() as u64,
+        flags,
+        start: lo as u64,
+        end: hi as u64,
+        vec: vec.as_mut_ptr() as u64,
+        vec_len: vec.len() as u64,
+        category_inverted: inverted,
+        category_mask: mask,
+        category_anyof_mask: anyof,
+        return_mask: PAGE_IS_WRITTEN | PAGE_IS_FILE | PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+        ..ScanArg::default()
+    };
+    // SAFETY: PAGEMAP_SCAN writes at most `vec_len` regions into `vec`.
+    let n = unsafe { libc::ioctl(pagemap.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((n as usize, arg.walk_end))
+}
+
+/// Watches a range of our own private anonymous memory (a tensor's bytes) for writes, from
+/// any thread and by any route: torch, numpy, a raw pointer, the kernel (`read` into it).
+///
+/// The whole pages inside the range are write-protected in the kernel's async mode: a write
+/// clears the protection of its page without a signal or a handler thread, and
+/// [`WriteWatch::unchanged`] reads the protection back. The partial pages at either end are
+/// shared with whatever lies next to the range (an allocator writes its own bookkeeping
+/// there), so they are compared instead, against a snapshot taken when the watch is armed.
+#[derive(Debug)]
+pub struct WriteWatch {
+    /// The whole pages inside the range (empty when it has none).
+    lo: usize,
+    hi: usize,
+    /// The bytes before `lo` and from `hi` on, as they were when the watch was armed.
+    head: Edge,
+    tail: Edge,
+}
+
+#[derive(Debug)]
+struct Edge {
+    addr: usize,
+    bytes: Vec<u8>,
+}
+
+impl Edge {
+    fn new(addr: usize, len: usize) -> Edge {
+        Edge {
+            addr,
+            bytes: vec![0; len],
+        }
+    }
+
+    /// # Safety
+    /// The edge's bytes must be readable.
+    unsafe fn snapshot(&mut self) {
+        let src = self.addr as *const u8;
+        // SAFETY: the caller's contract; our buffer is exactly as long.
+        unsafe { std::ptr::copy_nonoverlapping(src, self.bytes.as_mut_ptr(), self.bytes.len()) };
+    }
+
+    /// # Safety
+    /// The edge's bytes must be readable.
+    unsafe fn same(&self) -> bool {
+        // SAFETY: the caller's contract.
+        let now = unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.bytes.len()) };
+        now == self.bytes.as_slice()
+    }
+}
+
+impl WriteWatch {
+    /// Starts watching `[addr, addr + len)`, or None when that memory cannot be watched: it is
+    /// not all present private anonymous memory (a file or shared mapping could change through
+    /// another process), or the kernel lacks the interfaces. The watch is armed before this
+    /// returns, so a write that races with a copy made after it is seen.
+    ///
+    /// # Safety
+    /// `[addr, addr + len)` must be readable now.
+    pub unsafe fn new(addr: usize, len: usize) -> Option<WriteWatch> {
+        if len == 0 {
+            return None;
+        }
+        let end = addr + len;
+        let lo = addr.next_multiple_of(PAGE).min(end);
+        let hi = (end & !(PAGE - 1)).max(lo);
+        let mut watch = WriteWatch {
+            lo,
+            hi,
+            head: Edge::new(addr, lo - addr),
+            tail: Edge::new(hi, end - hi),
+        };
+        with_kernel(|k| {
+            let (uffd, pagemap) = (k.uffd.as_ref()?, k.pagemap.as_ref()?);
+            // Anything not present, or a file (shmem included) page: not ours alone.
+            let mut vec = [PageRegion::default(); 1];
+            let (found, _) = scan(
+                pagemap,
+                page_span(addr, len),
+                0,
+                PAGE_IS_PRESENT,
+                0,
+                PAGE_IS_PRESENT | PAGE_IS_FILE,
+                &mut vec,
+            )
+            .ok()?;
+            // SAFETY: the caller's contract.
+            (found == 0 && unsafe { watch.arm(uffd) }).then_some(())
+        })?;
+        Some(watch)
+    }
+
+    fn range(&self) -> UffdioRange {
+        UffdioRange {
+            start: self.lo as u64,
+            len: (self.hi - self.lo) as u64,
+        }
+    }
+
+    /// Registers the whole pages (again: an unregistered neighbour may have taken a page with
+    /// it) and write-protects them, then snapshots the edges.
+    ///
+    /// # Safety
+    /// The watched range must be readable.
+    unsafe fn arm(&mut self, uffd: &OwnedFd) -> bool {
+        if self.hi > self.lo {
+            let mut reg = UffdioRegister {
+                range: self.range(),
+                mode: UFFDIO_REGISTER_MODE_WP,
+                ioctls: 0,
+            };
+            // SAFETY: UFFDIO_REGISTER with its own struct, on our own address range.
+            if unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, &mut reg) } != 0 {
+                return false;
+            }
+            let mut wp = UffdioWriteprotect {
+                range: self.range(),
+                mode: UFFDIO_WRITEPROTECT_MODE_WP,
+            };
+            // SAFETY: UFFDIO_WRITEPROTECT with its own struct, on the range just registered.
+            if unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut wp) } != 0 {
+                return false;
+            }
+        }
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.head.snapshot();
+            self.tail.snapshot();
+        }
+        true
+    }
+
+    /// True when no byte of the range was written (and no page of it dropped or swapped)
+    /// since the watch was armed; false re-arms it, before the caller's new copy, so a write
+    /// during that copy is seen next time.
+    ///
+    /// # Safety
+    /// The watched range must be readable (the caller holds what it belongs to).
+    pub unsafe fn unchanged(&mut self) -> bool {
+        with_kernel(|k| {
+            let (Some(uffd), Some(pagemap)) = (k.uffd.as_ref(), k.pagemap.as_ref()) else {
+                return false;
+            };
+            // SAFETY: the caller's contract.
+            let mut clean = unsafe { self.head.same() && self.tail.same() };
+            if clean && self.hi > self.lo {
+                let mut vec = [PageRegion::default(); 1];
+                // Written, or not present (zapped by MADV_DONTNEED, swapped: its bytes may
+                // differ when it returns), or no longer protected at all (CHECK_WPASYNC fails
+                // the scan).
+                clean = scan(
+                    pagemap,
+                    (self.lo, self.hi),
+                    PM_SCAN_CHECK_WPASYNC,
+                    PAGE_IS_PRESENT,
+                    0,
+                    PAGE_IS_WRITTEN | PAGE_IS_PRESENT | PAGE_IS_FILE,
+                    &mut vec,
+                )
+                .is_ok_and(|(found, _)| found == 0);
+            }
+            if !clean {
+                // SAFETY: the caller's contract.
+                unsafe { self.arm(uffd) };
+            }
+            clean
+        })
+    }
+}
+
+impl Drop for WriteWatch {
+    fn drop(&mut self) {
+        if self.hi == self.lo {
+            return;
+        }
+        with_kernel(|k| {
+            if let Some(uffd) = &k.uffd {
+                let mut range = self.range();
+                // SAFETY: UFFDIO_UNREGISTER of our own range; it also clears the protection.
+                // The memory may be gone already (freed), which the kernel reports and we
+                // ignore.
+                unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_UNREGISTER, &mut range) };
+            }
+        })
+    }
+}
+
+/// The page ranges of `[addr, addr + len)` that are our own private copies, in a private
+/// mapping of a shared file: pages this process wrote through the mapping (copy-on-write),
+/// present or swapped out. None when the kernel cannot say (the caller must assume every page).
+pub fn private_pages(addr: usize, len: usize) -> Option<Vec<(usize, usize)>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let (mut lo, hi) = page_span(addr, len);
+    with_kernel(|k| {
+        let pagemap = k.pagemap.as_ref()?;
+        let mut out = Vec::new();
+        let mut vec = [PageRegion::default(); 64];
+        while lo < hi {
+            // Not file pages: anonymous copies, and holes (never faulted), told apart below.
+            let (n, walk_end) = scan(
+                pagemap,
+                (lo, hi),
+                0,
+                PAGE_IS_FILE,
+                0,
+                PAGE_IS_FILE,
+                &mut vec,
+            )
+            .ok()?;
+            for r in &vec[..n] {
+                let c = r.categories;
+                if c & PAGE_IS_SWAPPED != 0
+                    || c & (PAGE_IS_PRESENT | PAGE_IS_FILE) == PAGE_IS_PRESENT
+                {
+                    out.push((r.start as usize, r.end as usize));
+                }
+            }
+            if walk_end as usize <= lo {
+                return None;
+            }
+            lo = walk_end as usize;
+        }
+        Some(out)
+    })
+}
+
+/// Whether this kernel (and sandbox) lets us watch writes at all.
+pub fn write_watch_supported() -> bool {
+    with_kernel(|k| k.uffd.is_some() && k.pagemap.is_some())
+}
+
+#[cfg(test)]
+#[path = "pages_tests.rs"]
+mod tests;

@@ -1,0 +1,117 @@
+use super::*;
+use crate::Segment;
+
+/// These interfaces need Linux 6.7; on an older kernel the answers are "cannot tell", which
+/// is what `supported_or_cannot_tell` checks instead.
+fn supported() -> bool {
+    write_watch_supported()
+}
+
+#[test]
+fn supported_or_cannot_tell() {
+    let buf = vec![1u8; 1 << 20];
+    let w = unsafe { WriteWatch::new(buf.as_ptr() as usize, buf.len()) };
+    assert_eq!(w.is_some(), supported());
+}
+
+#[test]
+fn a_write_by_any_route_is_seen_once_and_the_watch_rearms() {
+    if !supported() {
+        return;
+    }
+    let mut buf = vec![1u8; 4 << 20];
+    let (addr, len) = (buf.as_ptr() as usize + 100, 3 << 20);
+    let mut w = unsafe { WriteWatch::new(addr, len) }.expect("private memory is watchable");
+    let mut unchanged = || unsafe { w.unchanged() };
+    assert!(unchanged());
+    assert!(unchanged(), "looking does not count as a write");
+    // A raw pointer write, as ctypes.memset on a data_ptr would.
+    unsafe { std::ptr::write_volatile(buf.as_mut_ptr().add(2 << 20), 9) };
+    assert!(!unchanged());
+    assert!(unchanged(), "re-armed by the false answer");
+    // The kernel writing into it (read(2) into the buffer).
+    let zero = File::open("/dev/zero").unwrap();
+    let dst = unsafe { buf.as_mut_ptr().add(1 << 20) };
+    assert_eq!(unsafe { libc::read(zero.as_raw_fd(), dst.cast(), 16) }, 16);
+    assert!(!unchanged());
+    // Another thread.
+    let p = buf.as_mut_ptr() as usize + (3 << 20);
+    std::thread::spawn(move || unsafe { std::ptr::write_volatile(p as *mut u8, 3) })
+        .join()
+        .unwrap();
+    assert!(!unchanged());
+    assert!(unchanged());
+    // The partial pages at the ends: a write inside the range is seen, one next to it
+    // (an allocator's bookkeeping) is not.
+    unsafe { std::ptr::write_volatile((addr + 1) as *mut u8, 4) };
+    assert!(!unchanged());
+    unsafe { std::ptr::write_volatile((addr - 1) as *mut u8, 4) };
+    unsafe { std::ptr::write_volatile((addr + len) as *mut u8, 4) };
+    assert!(
+        unchanged(),
+        "a neighbour's write on a shared page is not ours"
+    );
+    unsafe { std::ptr::write_volatile((addr + len - 1) as *mut u8, 4) };
+    assert!(!unchanged());
+    drop(w);
+    buf[0] = 2; // unwatched again: an ordinary write
+}
+
+#[test]
+fn dropped_pages_count_as_changed() {
+    if !supported() {
+        return;
+    }
+    let mut buf = vec![1u8; 4 << 20];
+    let lo = (buf.as_mut_ptr() as usize).next_multiple_of(PAGE);
+    let mut w = unsafe { WriteWatch::new(lo, 2 << 20) }.unwrap();
+    // MADV_DONTNEED makes the page read back as zeros without a write.
+    unsafe { libc::madvise((lo + PAGE) as *mut libc::c_void, PAGE, libc::MADV_DONTNEED) };
+    assert!(!unsafe { w.unchanged() });
+}
+
+#[test]
+fn shared_memory_is_never_watched() {
+    // Another process could write it without touching our page tables.
+    let seg = Segment::create("airlock-test", 4 << 20).unwrap();
+    let base = seg.base().unwrap() as usize;
+    assert!(unsafe { WriteWatch::new(base, 1 << 20) }.is_none());
+}
+
+#[test]
+fn private_pages_are_those_written_through_a_private_mapping() {
+    if !supported() {
+        return;
+    }
+    let len = 4 << 20;
+    let seg = Segment::create("airlock-test", len as u64).unwrap();
+    let p = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len,
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::PRIVATE,
+            seg.fd(),
+            0,
+        )
+        .unwrap()
+    } as usize;
+    assert_eq!(private_pages(p, len), Some(vec![]), "never touched");
+    let _ = unsafe { std::ptr::read_volatile((p + 5 * PAGE) as *const u8) };
+    assert_eq!(
+        private_pages(p, len),
+        Some(vec![]),
+        "read: the file's own page"
+    );
+    unsafe { std::ptr::write_volatile((p + 7 * PAGE + 3) as *mut u8, 1) };
+    assert_eq!(
+        private_pages(p, len),
+        Some(vec![(p + 7 * PAGE, p + 8 * PAGE)])
+    );
+    assert_eq!(
+        private_pages(p, 7 * PAGE),
+        Some(vec![]),
+        "outside the range asked"
+    );
+    unsafe { rustix::mm::munmap(p as *mut _, len).unwrap() };
+}

@@ -1,0 +1,63 @@
+"""Idle shared memory goes back (comfy_airlock/idle_trim.py, ADR 0028): a worker idle for
+AIRLOCK_IDLE_TRIM_S frees its pool's idle segments and unmaps the host's, the host drops its
+mappings of the worker's, and the next call still works."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from comfy_airlock import settings
+
+N = 16 << 20  # float32 elements: 64 MiB
+
+
+def _shmem_kib(pid: int) -> int:
+    """Shared memory mapped into ``pid``'s resident set (our segments), in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssShmem:"):
+                return int(line.split()[1])
+    pytest.skip("no RssShmem in /proc/<pid>/status")
+
+
+def _until(cond, what: str, within: float = 120.0) -> None:
+    end = time.monotonic() + within
+    while not cond():
+        if time.monotonic() > end:
+            pytest.fail(f"not trimmed: {what}")
+        time.sleep(0.2)
+
+
+def test_an_idle_worker_gives_its_shared_memory_back(make_worker, monkeypatch):
+    monkeypatch.setenv("AIRLOCK_IDLE_TRIM_S", "1")  # the worker reads it at its start
+    monkeypatch.setattr(settings.get(), "idle_trim_s", 1.0)  # this process read it already
+    w = make_worker()
+    y = w.call("airlock_testpack:ones", N)  # the worker's fresh output, in its pool
+    assert float(y.sum()) == N
+    assert w.call("airlock_testpack:at", torch.full((N,), 2.0), 3) == 2.0  # ours, mapped there
+    pid = w.pid
+    assert _shmem_kib(pid) >= (64 << 10), "the worker maps its segment and ours"
+    del y
+    _until(lambda: _shmem_kib(pid) < (8 << 10), "the worker still maps segments")
+    # The host dropped its mappings of the worker's segments too.
+    _until(
+        lambda: not [k for k in w.lane.mappings if isinstance(k, tuple)],
+        "the host still maps the worker's segment",
+    )
+    # And everything works after: a new segment, mapped and populated again.
+    y = w.call("airlock_testpack:ones", N)
+    assert float(y.sum()) == N
+    assert w.call("airlock_testpack:at", y, N - 1) == 1.0
+    assert w.pid == pid
+
+
+def test_off_keeps_everything(monkeypatch):
+    from comfy_airlock import idle_trim
+
+    assert settings.Settings.from_env({"AIRLOCK_IDLE_TRIM_S": "off"}).idle_trim_s is None
+    assert settings.Settings.from_env({}).idle_trim_s == 5.0
+    monkeypatch.setattr(settings.get(), "idle_trim_s", None)
+    assert idle_trim.idle_after() is None

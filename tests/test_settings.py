@@ -18,33 +18,9 @@ VARIABLE = re.compile(r"AIRLOCK_[A-Z0-9][A-Z0-9_]*")
 # Names that look like variables and are not: a constant for the config file's name
 # ("airlock.toml"), and the attribute that marks a proxy class with its pack.
 NOT_VARIABLES = {"AIRLOCK_TOML", "AIRLOCK_PACK"}
-# Rust variables named in more than one product module of crates/ today, for the Rust half of
-# issue 16 (its owner moves each read into one module; this list may only shrink).
-RUST_SPREAD = {
-    "AIRLOCK_SIGNAL_FD": {"airlock-supervisor/src/spawn.rs", "airlock-py/src/worker.rs"},
-    "AIRLOCK_PACKS_PATH": {"airlock-py/src/cli.rs", "airlock-env/src/discover.rs"},
-    "AIRLOCK_HOME": {
-        "airlock-env/src/home.rs",
-        "airlock-env/src/error.rs",
-        "airlock-py/src/cli.rs",
-    },
-    "AIRLOCK_UV": {"airlock-env/src/uv.rs", "airlock-env/src/error.rs", "airlock-py/src/cli.rs"},
-    "AIRLOCK_SIM_GPU": {
-        "airlock-device/src/sim.rs",
-        "airlock-fake-nvml/src/lib.rs",
-        "airlock-py/src/device.rs",
-    },
-    "AIRLOCK_NVML_LIBRARY": {
-        "airlock-device/src/nvml.rs",
-        "airlock-fake-nvml/src/lib.rs",
-        "airlock-py/src/device.rs",
-        "airlock-env/src/doctor.rs",
-    },
-    "AIRLOCK_SIM_SEMANTICS": {"airlock-device/src/semantics.rs", "airlock-py/src/device.rs"},
-    "AIRLOCK_MAX_PEER_MAP_MIB": {"airlock-shm/src/settings.rs", "airlock-shm/src/error.rs"},
-    "AIRLOCK_MAX_PEER_SEGMENTS": {"airlock-shm/src/settings.rs", "airlock-shm/src/error.rs"},
-    "AIRLOCK_SHM_LIMIT_MIB": {"airlock-shm/src/settings.rs", "airlock-shm/src/error.rs"},
-}
+# Rust variables named in more than one product module of crates/: none since the Rust half of
+# issue 16 (ADR 0020); a name the core must spell in a second module goes here, with the reason.
+RUST_SPREAD: dict[str, set[str]] = {}
 
 
 _TEXT = {tokenize.STRING, tokenize.COMMENT, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
@@ -95,8 +71,9 @@ def test_each_rust_variable_is_in_one_rust_module_or_known():
     found = rust_names()
     declared = set(settings.ENV.values()) | set(settings.RUST_ONLY)
     assert set(found) <= declared, f"read by the core, not in settings.py: {set(found) - declared}"
-    for name in settings.RUST_ONLY:
+    for name, (module, _, _) in settings.RUST_ONLY.items():
         assert name in found, f"{name} is listed as read by the core, which never names it"
+        assert module in found[name], f"{name} is named in {found[name]}, not in {module}"
     spread = {n: w for n, w in found.items() if len(w) > 1}
     new = {n: w - RUST_SPREAD.get(n, set()) for n, w in spread.items()}
     assert not {n: w for n, w in new.items() if w}, f"named in more Rust modules: {new}"

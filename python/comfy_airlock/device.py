@@ -1,5 +1,5 @@
 """Device truth: the NVML reader, host RAM, and the simulated GPU tests run on (a typed wrapper
-over the Rust crate ``airlock-device``).
+over the Rust crates ``airlock-device`` and, for the simulated GPU, ``airlock-sim``).
 
 NVML is read in-process through ``dlopen`` of ``libnvidia-ml.so.1`` (no pip package), and
 devices are resolved by UUID, on which CUDA and NVML agree (their orders differ):
@@ -96,64 +96,84 @@ class NvmlMemory(TypedDict):
     """A device's memory in bytes, device-wide (every process's allocations count)."""
 
     uuid: str
+    """The device's UUID in NVML's spelling."""
     total: int
+    """Bytes."""
     free: int
+    """Bytes free, every process counted."""
     used: int
+    """Bytes used."""
 
 
 class NvmlProcess(TypedDict):
-    """A process with a compute context; ``used`` is ``None`` where the driver cannot tell
-    (Windows WDDM)."""
+    """A process with a compute context."""
 
     pid: int
+    """Its pid."""
     used: int | None
+    """Its bytes; ``None`` where the driver cannot tell (Windows WDDM)."""
 
 
 class NvmlDevice(NvmlMemory):
-    """One device. ``processes`` is ``None`` where the driver cannot list them."""
+    """One device NVML knows."""
 
     name: str
+    """The device's name."""
     processes: list[NvmlProcess] | None
+    """Its processes; ``None`` where the driver cannot list them."""
 
 
 class WddmParams(TypedDict):
-    """A WDDM card's parameters (``SimGpu.wddm``), in bytes: reading minus true free memory for
-    a budget pinned at the process's start (seed: -583 MB) and just after a re-partition (seed:
-    +533 MB), and the true free memory under which an allocation re-partitions (0: never)."""
+    """A WDDM card's parameters (``SimGpu.wddm``), in bytes."""
 
     pinned_bias: int
+    """Reading minus true free memory for a budget pinned at the process's start (seed:
+    -583 MB)."""
     repartition_bias: int
+    """Reading minus true free memory just after a re-partition (seed: +533 MB)."""
     repartition_below: int
+    """The true free memory under which an allocation re-partitions (0: never)."""
 
 
 class Demotions(TypedDict):
-    """What over-admission cost a process: times its memory was demoted to shared system memory,
-    and the bytes."""
+    """What over-admission cost a process on a WDDM card."""
 
     count: int
+    """Times its memory was demoted to shared system memory."""
     bytes: int
+    """Bytes demoted."""
 
 
 class ProcessView(TypedDict):
     """One process on a simulated card (``SimGpu.process_views``)."""
 
     pid: int
+    """Its pid."""
     used: int
+    """Bytes it has booked."""
     free_seen: int
+    """What it reads as free (its budget on WDDM)."""
     repartitioned: bool
+    """Whether a re-partition set its budget (WDDM)."""
     demotions: int
+    """Times it was demoted (WDDM)."""
     demoted_bytes: int
+    """Bytes demoted (WDDM)."""
 
 
 class HostRam(TypedDict):
-    """Host RAM in bytes as this process may use it. ``source`` says what binds it;
-    ``cgroup`` is the binding cgroup's directory (``None`` for the machine)."""
+    """Host RAM in bytes as this process may use it."""
 
     total: int
+    """The binding cgroup's limit, else the machine's memory."""
     used: int
+    """Bytes used (page cache included)."""
     available: int
+    """Bytes available."""
     source: Literal["cgroup_v2", "cgroup_v1", "machine"]
+    """What binds it."""
     cgroup: str | None
+    """The binding cgroup's directory; ``None`` for the machine."""
 
 
 def nvml_devices(library: str | os.PathLike[str] | None = None) -> list[NvmlDevice] | None:

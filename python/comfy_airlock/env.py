@@ -54,73 +54,119 @@ class Sandbox(TypedDict):
     """``[sandbox]``: off unless ``enabled``; ``read``/``write`` are extra paths."""
 
     enabled: bool
+    """Whether the worker applies the Landlock sandbox."""
     network: bool
+    """Whether TCP and UDP stay allowed."""
     read: list[str]
+    """Extra paths the worker may read."""
     write: list[str]
+    """Extra paths the worker may write (relative ones are inside the pack's folder)."""
 
 
 class PackConfig(TypedDict):
     """What a pack declares (see the module docstring)."""
 
     name: str
+    """The pack's name."""
     dir: str
+    """The pack's folder."""
     file: str
+    """The config file read."""
     format: Literal["airlock.toml", "comfy-env.toml"]
+    """Which kind of file it is."""
     python: str | None
+    """The Python version asked for (None: the host's)."""
     dependencies: list[str]
-    # The requirements.txt they were read from (airlock.toml without `dependencies`), or None.
+    """PyPI requirements."""
     requirements_file: str | None
+    """The requirements.txt they were read from (airlock.toml without ``dependencies``)."""
     index_url: str | None
+    """The package index."""
     extra_index_urls: list[str]
+    """More indexes."""
     find_links: list[str]
+    """Find-links locations."""
     env_vars: dict[str, str]
+    """Environment variables of the worker."""
     entry: str | None
+    """The module the worker imports as the pack."""
     comfy: bool | None
+    """Whether ComfyUI's requirements go in (None: detected from the pack's imports)."""
     call_deadline: float | None
+    """Seconds one call may run (None: no deadline)."""
     sandbox: Sandbox
+    """The sandbox."""
     pickle: list[str]
+    """Types that may cross with pickle (``module.QualName``)."""
     prestart: bool
-    # comfy-env.toml: conda match specs (None: no conda packages), channels, [cuda] packages,
-    # and what is read but not acted on (ADR 0024).
+    """Whether the worker starts with ComfyUI (``prestart = true``) rather than at first need."""
     conda: list[str] | None
+    """comfy-env.toml's conda match specs (None: no conda packages; ADR 0024)."""
     channels: list[str]
+    """The conda channels."""
     cuda_packages: list[str]
+    """comfy-env.toml's ``[cuda] packages``: wheels matched to the host's torch and CUDA."""
     notices: list[str]
+    """What the config says that is read but not acted on."""
 
 
 class DiscoveredPack(TypedDict):
     """A pack found by :func:`discover_packs`: its config, or why it could not be read."""
 
     name: str
+    """Its name."""
     dir: str
+    """Its folder."""
     placement: Literal["managed", "custom_nodes"]
+    """``"managed"``: in ``isolated_nodes/`` or a folder of the packs path (only we import it);
+    ``"custom_nodes"``: ComfyUI imports its ``__init__.py``."""
     opted_in: bool
+    """A ``custom_nodes`` pack whose ``__init__.py`` calls ``register_nodes``."""
     config: PackConfig | None
+    """Its config; None when it is invalid."""
     error: str | None
+    """Why the config is invalid."""
 
 
 class EnvInfo(TypedDict):
     """A pack's ready environment."""
 
     name: str
+    """The pack's name."""
     pack_dir: str
+    """The pack's folder."""
     python: str
+    """The env's interpreter."""
     env_dir: str
+    """The env's folder."""
     key: str
+    """The env's key (content-addressed by its lock and interpreter)."""
     lock_path: str
+    """The lock the env was synced from."""
     log_path: str
+    """The pack's build log."""
     built: bool
+    """Whether uv ran for this call."""
     env_vars: dict[str, str]
+    """Environment variables of the worker."""
     entry: str | None
+    """The module the worker imports as the pack."""
     comfy: bool
+    """Whether ComfyUI's requirements are in the env."""
     python_version: str
-    # A conda prefix (ADR 0024), and what its config says that is not acted on.
+    """The interpreter's version."""
     conda: bool
+    """Whether the env is a conda prefix (ADR 0024)."""
     notices: list[str]
+    """What its config says that is read but not acted on."""
     call_deadline: float | None
+    """Seconds one call may run (None: no deadline)."""
     sandbox: Sandbox
+    """The sandbox."""
     pickle: list[str]
+    """Types that may cross with pickle."""
     prestart: bool
+    """Whether the worker starts with ComfyUI rather than at first need."""
 
 
 def pack_config(

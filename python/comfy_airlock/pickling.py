@@ -44,7 +44,7 @@ CODEC = "airlock.pickle"
 PROTOCOL = 5
 
 #: Modules ``pickle = [...]`` may never name: the same list the config check uses
-#: (``PICKLE_DENIED_MODULES`` in ``crates/airlock-env/src/policy.rs``).
+#: (``PICKLE_DENIED_MODULES`` in ``crates/airlock-env/src/worker_policy.rs``).
 DENIED_MODULES = frozenset(_native.pickle_denied_modules())
 
 # Builtins a pickle of plain data may need, whose construction has no effect.

@@ -207,7 +207,8 @@ class Settings:
         "AIRLOCK_LIVENESS_INTERVAL_S",
         _seconds,
         1.0,
-        "how often workers are pinged",
+        "how often workers are pinged; each ping reads the worker's memory report, so it runs "
+        "at least as often as `AIRLOCK_HEARTBEAT_S`, and also with the hung watch off",
         shown="`1`",
     )
     interrupt_signal_s: float | None = knob(
@@ -231,7 +232,8 @@ class Settings:
         "AIRLOCK_HEARTBEAT_S",
         _interval,
         2.0,
-        "how often the host reads idle workers' reports and runs the idle policies",
+        "how often the host takes the workers' latest reports (read by the liveness ping) and "
+        "runs the idle policies",
         shown="`2`",
     )
     idle_release_s: float | None = knob(
@@ -425,13 +427,13 @@ RUST_ONLY: dict[str, tuple[str, str, str]] = {
         "the most segments (each a file descriptor in ComfyUI) one worker may hand over at once",
     ),
     "AIRLOCK_SIM_SEMANTICS": (
-        "airlock-device/src/semantics.rs",
+        "airlock-sim/src/semantics.rs",
         "`device_wide`",
         "tests: the semantics of simulated cards created without explicit ones (`wddm`, "
         "`wddm:key=value,...`)",
     ),
     "AIRLOCK_SIGNAL_FD": (
-        "airlock-supervisor/src/spawn.rs",
+        "airlock-supervisor/src/signal_page.rs",
         "set by the core",
         "internal: the interrupt page a worker inherits",
     ),

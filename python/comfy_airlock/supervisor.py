@@ -33,8 +33,9 @@ class Worker:
     process starts at once and is started again, as a new generation, on the first call after
     it dies.
 
-    ``liveness=(interval, grace)`` pings the worker every ``interval`` seconds on its control
-    lane and kills it as hung after ``grace`` seconds without an answer; a busy worker still
+    ``liveness=(interval, grace)`` asks the worker for its memory report every ``interval``
+    seconds on its control lane (:meth:`last_report` reads the latest) and kills it as hung
+    after ``grace`` seconds without an answer (``grace`` None: never); a busy worker still
     answers, so long calls are never killed by this. An interrupted call
     (:meth:`interrupt`, or ``interrupted`` in :meth:`run`) sees the flag at its next
     interruption check; if it has not stopped ``signal_after`` seconds later the worker gets
@@ -66,7 +67,7 @@ class Worker:
         cwd: str | os.PathLike[str] | None = None,
         connect_timeout: float = 60.0,
         on_event: Callable[[str, Any], None] | None = None,
-        liveness: tuple[float, float] | None = None,
+        liveness: tuple[float, float | None] | None = None,
         signal_after: float | None = 5.0,
         kill_after: float | None = 10.0,
         pickle: Iterable[str] = (),
@@ -189,10 +190,11 @@ class Worker:
         """Control-lane round trip in seconds; answered even while a call is running."""
         return self._native.ping(timeout)
 
-    def heartbeat(self, timeout: float = 5.0) -> Any:
-        """The worker's latest memory report, answered by its control thread (also while a
-        call runs); None when no process is running."""
-        return self._native.heartbeat(timeout)
+    def last_report(self) -> Any:
+        """The worker's memory report as its liveness timer last read it from the control
+        thread (also while a call runs); None when no process runs or none was read yet.
+        Waits for nothing."""
+        return self._native.last_report()
 
     def model_command(
         self, generation: int, model: int, op: str, arg: float = 0.0, timeout: float = 30.0

@@ -110,7 +110,7 @@ def scenario_partial():
     out["busy_unloaded"] = names(unloaded)
     out["busy_ledger"] = ledger()
     # An idle worker's report comes from its control thread, Python busy or not.
-    out["heartbeat_names"] = sorted(r["name"] for r in pack.heartbeat()[1]["models"])
+    out["heartbeat_names"] = sorted(r["name"] for r in pack.last_report()[1]["models"])
     t.join()
     out["after_report_ledger"] = ledger()
     out["busy_resident"] = call(pack, "residency")["A"]

@@ -10,7 +10,7 @@
 use thiserror::Error;
 
 use crate::card::{Card, Refusal, TruthError};
-use crate::{Candidate, ModelKey, policy};
+use crate::{Candidate, ModelKey, eviction_order};
 
 /// One eviction the executor asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,7 +98,7 @@ pub(crate) fn decide<C: Card + ?Sized>(
     let mut free = free_before;
     let mut steps = Vec::new();
     if free < target {
-        for index in policy::order(candidates) {
+        for index in eviction_order::order(candidates) {
             let c = &candidates[index];
             let asked = c.ask(target - free);
             let (freed, refused) = match card.evict(c, asked) {

@@ -9,8 +9,8 @@
 //! executor, kept free of Python, lanes and the device so that it can be property-tested and
 //! model-checked (`docs/adr/0010-arbiter.md`).
 //!
-//! - [`policy`]: the order. Never a model a running node uses; models of idle workers first,
-//!   then least recently used; the requester's own models last.
+//! - [`eviction_order`]: the policy's order. Never a model a running node uses; models of idle
+//!   workers first, then least recently used; the requester's own models last.
 //! - [`free_room`]: the executor. Re-reads the device's true free memory ([`Card::true_free`])
 //!   before every step and stops as soon as it suffices, so it evicts at most one model more
 //!   than the optimum; a refusal (a model that became busy, a worker that died) is skipped.
@@ -22,11 +22,11 @@ mod arbiter;
 mod candidate;
 mod card;
 mod decision;
-pub mod policy;
+pub mod eviction_order;
 mod sync;
 
 pub use arbiter::{Admission, Arbiter, HoldId, Stats, Turn};
 pub use candidate::{Candidate, ModelKey};
 pub use card::{Card, Refusal, TruthError};
 pub use decision::{ArbiterError, Outcome, Step, free_room};
-pub use policy::{order, plan};
+pub use eviction_order::{order, plan};

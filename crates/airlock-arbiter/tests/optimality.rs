@@ -5,7 +5,7 @@
 
 mod common;
 
-use airlock_arbiter::policy::{Tier, tier};
+use airlock_arbiter::eviction_order::{Tier, tier};
 use airlock_arbiter::{Candidate, free_room, order, plan};
 use common::{FakeCard, key};
 use proptest::prelude::*;

@@ -12,14 +12,13 @@
 //!    --link-mode hardlink` in `<home>/envs/<key>/`, which packages are hard-linked into from
 //!    uv's cache; the lock copied beside it; a JSON record; the completion marker last. An env
 //!    without the marker is half-built (a crash, a full disk, Ctrl-C) and is removed and built
-//!    again. Steps 3 and 4 run under a per-resolution and a per-env `flock`.
+//!    again. Steps 3 and 4 run under a per-resolution and a per-env `flock` (`uv_steps.rs`).
 //!
 //! With `build = false` the steps that run uv are skipped and a missing or stale env is
 //! reported as [`BuildError::Missing`] instead; that is what ComfyUI's start uses, so that it
 //! never blocks on a download the user did not ask for.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -30,17 +29,16 @@ use crate::conda_env::{self, CondaPlan};
 use crate::config::PackConfig;
 use crate::cuda_wheels;
 use crate::error::{BuildError, EnvError, IoOp, NotReady};
-use crate::flock::FileLock;
 use crate::home::{Home, pack_id};
 use crate::host_pins;
-use crate::inputs::{Inputs, env_key, lock_packages};
+use crate::inputs::{Inputs, env_key};
 use crate::interpreter::{Finder, Interpreter};
 use crate::plan_extras;
-use crate::policy::WorkerPolicy;
 use crate::progress::Progress;
-use crate::record::{EnvRecord, PackRecord, now, read_json, write_atomic, write_json};
-use crate::requirement;
+use crate::record::{PackRecord, now, read_json, write_json};
 use crate::uv::{RunLog, Uv, UvLocator};
+use crate::uv_steps::{build_env, resolve};
+use crate::worker_policy::WorkerPolicy;
 
 /// The completion marker of an env, written last.
 pub const COMPLETE_MARKER: &str = ".airlock-complete";
@@ -414,257 +412,6 @@ fn record(plan: &Plan, info: &EnvInfo, opts: &EnvOptions) -> Result<(), BuildErr
     }
     new.updated = now();
     write_json(&path, &new).map_err(BuildError::io(IoOp::Write, path))
-}
-
-/// Takes a lock, saying so when another process holds it.
-fn lock(path: PathBuf, log: &RunLog<'_>) -> Result<FileLock, BuildError> {
-    let lock_err = BuildError::io(IoOp::Lock, &path);
-    match FileLock::try_exclusive(&path) {
-        Ok(Some(l)) => Ok(l),
-        Ok(None) => {
-            log.phase("waiting for another build of the same environment");
-            FileLock::exclusive(&path).map_err(lock_err)
-        }
-        Err(e) => Err(lock_err(e)),
-    }
-}
-
-/// The requirement uv's message is about: one of the pack's, else one of ComfyUI's.
-fn culprit(plan: &Plan, message: &[String]) -> Option<String> {
-    let text = message.join("\n");
-    requirement::find_mentioned(&text, &plan.inputs.pack_requirements)
-        .or_else(|| requirement::find_mentioned(&text, &plan.inputs.comfy_requirements))
-        .cloned()
-}
-
-fn resolve(
-    plan: &Plan,
-    uv: &Uv,
-    opts: &EnvOptions,
-    log: &RunLog<'_>,
-) -> Result<String, BuildError> {
-    let home = &opts.home;
-    let dir = home.resolution_dir(&plan.inputs_hash);
-    let _lock = lock(home.lock_file(&format!("res-{}", plan.inputs_hash)), log)?;
-    let done = dir.join(RESOLVED_LOCK);
-    if let Ok(text) = fs::read_to_string(&done) {
-        return Ok(text);
-    }
-    fs::create_dir_all(&dir).map_err(BuildError::io(IoOp::Create, &dir))?;
-    let (req_in, python, constraint_files) = plan_extras::prepare(plan, &dir, home, uv, log)?;
-    let tmp = dir.join(format!("lock.{}.tmp", std::process::id()));
-    let _ = fs::remove_file(&tmp);
-    plan_extras::seed_preferences(plan, &tmp)?;
-    let n = plan.inputs.requirements().count() + plan.cuda.len();
-    log.phase(&format!(
-        "resolving {n} requirement{} for {} (uv pip compile)",
-        if n == 1 { "" } else { "s" },
-        plan.conda.as_ref().map_or_else(
-            || plan.inputs.interpreter.describe(),
-            |c| format!("conda's Python {}", c.python)
-        )
-    ));
-    let mut args: Vec<OsString> = ["pip", "compile", "--python"].map(OsString::from).to_vec();
-    args.push(python.clone().into());
-    args.extend(plan_extras::constraint_args(&constraint_files));
-    args.extend(
-        [
-            "--no-header",
-            "--no-annotate",
-            "--emit-index-url",
-            "--emit-find-links",
-        ]
-        .map(OsString::from),
-    );
-    if let Some(url) = &plan.inputs.index_url {
-        args.extend(["--index-url".into(), url.into()]);
-    }
-    for url in &plan.inputs.extra_index_urls {
-        args.extend(["--extra-index-url".into(), url.into()]);
-    }
-    for link in &plan.inputs.find_links {
-        args.extend(["--find-links".into(), link.into()]);
-    }
-    args.extend([
-        req_in.into_os_string(),
-        "-o".into(),
-        tmp.clone().into_os_string(),
-    ]);
-    let out = uv.run(&args, home.root(), log);
-    if plan.conda.is_some()
-        && let Some(prefix) = conda_env::scratch_prefix(&python)
-    {
-        let _ = fs::remove_dir_all(prefix);
-    }
-    let out = out?;
-    if !out.success {
-        let _ = fs::remove_file(&tmp);
-        let _ = fs::remove_file(dir.join(conda_env::CONDA_LOCK));
-        let message = out.message();
-        return Err(BuildError::Resolve {
-            requirement: culprit(plan, &message),
-            uv_message: message,
-            log: log.path.clone(),
-        });
-    }
-    let text = fs::read_to_string(&tmp).map_err(BuildError::io(IoOp::Read, &tmp))?;
-    fs::rename(&tmp, &done).map_err(BuildError::io(IoOp::Write, &done))?;
-    Ok(text)
-}
-
-fn build_env(
-    plan: &Plan,
-    uv: &Uv,
-    lock_text: &str,
-    key: &str,
-    opts: &EnvOptions,
-    log: &RunLog<'_>,
-) -> Result<bool, BuildError> {
-    let home = &opts.home;
-    let env_dir = home.env_dir(key);
-    let _lock = lock(home.lock_file(&format!("env-{key}")), log)?;
-    match check_env(&env_dir) {
-        EnvCheck::Complete => return Ok(false),
-        EnvCheck::Absent => {}
-        EnvCheck::HalfBuilt | EnvCheck::InterpreterGone(_) => {
-            log.phase(&format!(
-                "removing the broken environment {}",
-                env_dir.display()
-            ));
-            fs::remove_dir_all(&env_dir).map_err(BuildError::io(IoOp::Remove, &env_dir))?;
-        }
-    }
-    let envs = home.envs();
-    fs::create_dir_all(&envs).map_err(BuildError::io(IoOp::Create, &envs))?;
-    let interp = &plan.inputs.interpreter;
-    if let Some(conda) = &plan.conda {
-        let resolution = home.resolution_dir(&plan.inputs_hash);
-        let host_cuda = host_cuda(opts);
-        let installed = conda_env::install_env(
-            conda,
-            &resolution,
-            &env_dir,
-            &home.conda_cache(),
-            host_cuda.as_deref(),
-            log,
-        );
-        if let Err(e) = installed {
-            let _ = fs::remove_dir_all(&env_dir);
-            return Err(e);
-        }
-        return finish_env(plan, uv, lock_text, key, &env_dir, home, log, true);
-    }
-    log.phase(&format!("creating venv with Python {}", interp.version));
-    let venv_args: Vec<OsString> = vec![
-        "venv".into(),
-        env_dir.clone().into(),
-        "--python".into(),
-        interp.path.clone().into(),
-        "--no-project".into(),
-    ];
-    let out = uv.run(&venv_args, home.root(), log)?;
-    if !out.success {
-        let _ = fs::remove_dir_all(&env_dir);
-        return Err(BuildError::Venv {
-            python: interp.path.clone(),
-            uv_message: out.message(),
-            log: log.path.clone(),
-        });
-    }
-    finish_env(plan, uv, lock_text, key, &env_dir, home, log, false)
-}
-
-/// The host's CUDA driver version, as far as we can tell without a driver query: the CUDA
-/// version the host's torch runs with, when an NVIDIA driver is present.
-fn host_cuda(opts: &EnvOptions) -> Option<String> {
-    if !crate::doctor::nvml_present() {
-        return None;
-    }
-    let host = host_pins::host_packages(opts.host_python.as_deref()?);
-    host.torch_cuda
-}
-
-/// Installs the lock into the env (a venv, or a conda prefix where `uv pip install` adds to
-/// what conda put there), then the lock copy, the record and the marker.
-#[allow(clippy::too_many_arguments)]
-fn finish_env(
-    plan: &Plan,
-    uv: &Uv,
-    lock_text: &str,
-    key: &str,
-    env_dir: &Path,
-    home: &Home,
-    log: &RunLog<'_>,
-    conda: bool,
-) -> Result<bool, BuildError> {
-    let env_dir = env_dir.to_path_buf();
-    let interp = &plan.inputs.interpreter;
-    let lock_path = env_dir.join(ENV_LOCK);
-    write_atomic(&lock_path, lock_text.as_bytes())
-        .map_err(BuildError::io(IoOp::Write, &lock_path))?;
-    let n = lock_packages(lock_text);
-    log.phase(&format!(
-        "installing {n} package{}",
-        if n == 1 { "" } else { "s" }
-    ));
-    let sync_args: Vec<OsString> = if conda {
-        // `sync` would remove the Python packages conda installed; the lock is complete.
-        vec![
-            "pip".into(),
-            "install".into(),
-            "--python".into(),
-            env_python(&env_dir).into(),
-            "--link-mode".into(),
-            "hardlink".into(),
-            "--no-deps".into(),
-            "-r".into(),
-            lock_path.into(),
-        ]
-    } else {
-        vec![
-            "pip".into(),
-            "sync".into(),
-            "--python".into(),
-            env_python(&env_dir).into(),
-            "--link-mode".into(),
-            "hardlink".into(),
-            "--allow-empty-requirements".into(),
-            lock_path.into(),
-        ]
-    };
-    let out = if conda && n == 0 {
-        crate::uv::UvOutput {
-            success: true,
-            stdout: String::new(),
-            stderr: Vec::new(),
-        }
-    } else {
-        uv.run(&sync_args, home.root(), log)?
-    };
-    if !out.success {
-        let _ = fs::remove_dir_all(&env_dir);
-        let message = out.message();
-        return Err(BuildError::Install {
-            requirement: culprit(plan, &message),
-            uv_message: message,
-            log: log.path.clone(),
-        });
-    }
-    let record = EnvRecord {
-        key: key.to_string(),
-        interpreter: interp.clone(),
-        inputs_hash: plan.inputs_hash.clone(),
-        packages: n,
-        uv_version: uv.version().map(str::to_string),
-        built_for: plan.config.name.clone(),
-        created: now(),
-    };
-    let rec_path = env_dir.join(ENV_RECORD);
-    write_json(&rec_path, &record).map_err(BuildError::io(IoOp::Write, &rec_path))?;
-    let marker = env_dir.join(COMPLETE_MARKER);
-    write_atomic(&marker, key.as_bytes()).map_err(BuildError::io(IoOp::Write, &marker))?;
-    log.phase(&format!("ready: {}", env_dir.display()));
-    Ok(true)
 }
 
 /// The config file a record names, for a comfy-env pack (whose envs are one per file).

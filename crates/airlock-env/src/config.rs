@@ -10,14 +10,14 @@
 //! find-links = ["wheels"]                # folders (relative to the pack) or URLs
 //! entry = "nodes"                        # optional; module defining NODE_CLASS_MAPPINGS
 //! comfy = true                           # optional; add ComfyUI's requirements (default: detect)
-//! call-deadline = 600                     # optional; seconds one call may run (see `policy`)
+//! call-deadline = 600                     # optional; seconds one call may run (see `worker_policy`)
 //! pickle = ["datetime.datetime"]          # optional; types that may cross with pickle
 //! prestart = true                         # optional; start its worker with ComfyUI
 //!
 //! [env_vars]
 //! KMP_DUPLICATE_LIB_OK = "TRUE"
 //!
-//! [sandbox]                               # optional; see `policy`
+//! [sandbox]                               # optional; see `worker_policy`
 //! enabled = true
 //! network = false
 //! ```
@@ -35,10 +35,10 @@ use serde::Serialize;
 use crate::comfy_env_pixi::CondaConfig;
 use crate::comfy_env_toml;
 use crate::error::ConfigError;
-use crate::policy::{self, WorkerPolicy};
 use crate::requirement;
 use crate::requirements_txt;
 use crate::toml_doc::{Doc, Value, sorted};
+use crate::worker_policy::{self, WorkerPolicy};
 
 /// The file name of our own config.
 pub const AIRLOCK_TOML: &str = "airlock.toml";
@@ -257,9 +257,11 @@ fn parse_airlock(doc: &Doc<'_>, c: &mut PackConfig) -> Result<(), ConfigError> {
             "env_vars" => c.env_vars = doc.env_vars(k, v)?,
             "entry" => c.entry = Some(entry(doc, k, v)?),
             "comfy" => c.comfy = Some(doc.bool(k, v)?),
-            "call-deadline" => c.policy.call_deadline = Some(policy::call_deadline(doc, k, v)?),
-            "sandbox" => c.policy.sandbox = policy::sandbox(doc, k, v, &c.dir)?,
-            "pickle" => c.policy.pickle = policy::pickle(doc, k, v)?,
+            "call-deadline" => {
+                c.policy.call_deadline = Some(worker_policy::call_deadline(doc, k, v)?)
+            }
+            "sandbox" => c.policy.sandbox = worker_policy::sandbox(doc, k, v, &c.dir)?,
+            "pickle" => c.policy.pickle = worker_policy::pickle(doc, k, v)?,
             "prestart" => c.policy.prestart = doc.bool(k, v)?,
             _ => return Err(doc.unknown_key(key, None)),
         }

@@ -20,6 +20,21 @@ use serde::Serialize;
 use crate::config::{AIRLOCK_TOML, PackConfig, comfy_env_configs, config_file, folder_name};
 use crate::error::ConfigError;
 
+/// The variable listing more folders of packs, separated like `PATH` (the `airlock` command's
+/// reader is [`packs_path_from_env`]; ComfyUI's start passes the folders from Python).
+pub const PACKS_PATH_ENV: &str = "AIRLOCK_PACKS_PATH";
+
+/// The folders [`PACKS_PATH_ENV`] lists, empty ones left out.
+pub fn packs_path_from_env() -> Vec<PathBuf> {
+    std::env::var_os(PACKS_PATH_ENV)
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The folder under ComfyUI's base directory whose packs we manage (ComfyUI never imports it).
 pub const MANAGED_DIR: &str = "isolated_nodes";
 /// ComfyUI's own folder of custom nodes.

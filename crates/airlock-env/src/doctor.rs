@@ -96,7 +96,8 @@ pub fn probe_env(
 }
 
 /// Whether NVIDIA's management library loads and initialises here (a driver is up), read by
-/// the same NVML reader the memory bridge uses (`AIRLOCK_NVML_LIBRARY` names another library).
+/// the same NVML reader the memory bridge uses ([`airlock_device::NVML_LIBRARY_ENV`] names
+/// another library).
 pub fn nvml_present() -> bool {
     airlock_device::Nvml::open().is_ok()
 }
@@ -174,31 +175,7 @@ pub fn report_pack(
     limit: Duration,
     runtime: Option<&Path>,
 ) -> PackReport {
-    let mut r = PackReport {
-        name: pack.name.clone(),
-        dir: pack.dir.clone(),
-        placement: pack.placement,
-        opted_in: pack.opted_in,
-        config_file: pack.config.as_ref().ok().map(|c| c.file.clone()),
-        config_ok: pack.config.is_ok(),
-        env: ReportState::Unknown,
-        env_dir: None,
-        key: None,
-        python: None,
-        probe: None,
-        log: None,
-        nodes: None,
-        import_error: None,
-        scan_file: None,
-        ready: false,
-        problems: Vec::new(),
-        fix: None,
-        notices: pack
-            .config
-            .as_ref()
-            .map(|c| c.notices.clone())
-            .unwrap_or_default(),
-    };
+    let mut r = unchecked(pack);
     if pack.misplaced() {
         r.problems.push(pack.misplaced_message());
     }
@@ -258,6 +235,35 @@ pub fn report_pack(
     r.ready = r.problems.is_empty() && r.env == ReportState::Current;
     r.fix = fix_for(&r);
     r
+}
+
+/// A pack's report before any check: what discovery said, nothing found yet.
+fn unchecked(pack: &DiscoveredPack) -> PackReport {
+    PackReport {
+        name: pack.name.clone(),
+        dir: pack.dir.clone(),
+        placement: pack.placement,
+        opted_in: pack.opted_in,
+        config_file: pack.config.as_ref().ok().map(|c| c.file.clone()),
+        config_ok: pack.config.is_ok(),
+        env: ReportState::Unknown,
+        env_dir: None,
+        key: None,
+        python: None,
+        probe: None,
+        log: None,
+        nodes: None,
+        import_error: None,
+        scan_file: None,
+        ready: false,
+        problems: Vec::new(),
+        fix: None,
+        notices: pack
+            .config
+            .as_ref()
+            .map(|c| c.notices.clone())
+            .unwrap_or_default(),
+    }
 }
 
 /// What the scan cache says about the pack's current content.

@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use crate::comfy::ComfyReason;
+use crate::home::HOME_ENV;
+use crate::uv::UV_ENV;
 
 /// A pack's config file is missing, unreadable or not valid.
 #[derive(Debug, Error)]
@@ -247,7 +249,7 @@ pub enum BuildError {
     Missing(NotReady),
     #[error(
         "no uv binary found (looked at: {}); install the `uv` package into this Python \
-         (pip install uv) or set AIRLOCK_UV",
+         (pip install uv) or set {UV_ENV}",
         list(searched)
     )]
     UvNotFound { searched: Vec<String> },
@@ -309,7 +311,7 @@ pub enum BuildError {
         path: PathBuf,
         source: io::Error,
     },
-    #[error("no place for environments: neither AIRLOCK_HOME, XDG_DATA_HOME nor HOME is set")]
+    #[error("no place for environments: neither {HOME_ENV}, XDG_DATA_HOME nor HOME is set")]
     NoHome,
     /// Solving or installing its conda packages failed (the message names the channel, the
     /// package or the prefix).

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::builder::{EnvOptions, RESOLVED_LOCK, plan_at};
 use crate::config::{PackConfig, comfy_env_configs, folder_name};
 use crate::flock::FileLock;
-use crate::home::pack_id;
+use crate::home::{Home, pack_id};
 use crate::inputs::env_key;
 use crate::record::{PackRecord, read_json};
 
@@ -106,16 +106,29 @@ fn remove(item: &GcItem, opts: &EnvOptions) -> io::Result<()> {
     }
 }
 
+/// What the plan keeps: env keys, resolutions (inputs hashes) and pack ids with a live log.
+#[derive(Default)]
+struct Keep {
+    envs: HashSet<String>,
+    res: HashSet<String>,
+    ids: HashSet<String>,
+}
+
 /// Finds what no current pack uses. `packs` are pack folders (discovered under a ComfyUI
 /// folder) whose current env is kept even without a record.
 pub fn plan_gc(opts: &EnvOptions, packs: &[PathBuf]) -> io::Result<GcPlan> {
-    let home = &opts.home;
-    let mut keep_envs = HashSet::new();
-    let mut keep_res = HashSet::new();
+    let mut keep = Keep::default();
     let mut plan_out = GcPlan::default();
-    let mut live_ids = HashSet::new();
+    keep_recorded(opts, &mut keep, &mut plan_out)?;
+    keep_discovered(opts, packs, &mut keep);
+    sweep(&opts.home, &keep, &mut plan_out)?;
+    Ok(plan_out)
+}
 
-    for path in list(&home.packs())? {
+/// The packs with a record: each keeps its current env (or, when that cannot be told now,
+/// what it had); records of packs that are gone, or unreadable, go.
+fn keep_recorded(opts: &EnvOptions, keep: &mut Keep, plan_out: &mut GcPlan) -> io::Result<()> {
+    for path in list(&opts.home.packs())? {
         if path.extension().is_none_or(|e| e != "json") {
             continue;
         }
@@ -134,7 +147,7 @@ pub fn plan_gc(opts: &EnvOptions, packs: &[PathBuf]) -> io::Result<GcPlan> {
             plan_out.items.push(item(GcKind::Record, &path, &why));
             continue;
         }
-        live_ids.insert(id);
+        keep.ids.insert(id);
         let o = EnvOptions {
             comfyui_dir: rec.comfyui_dir.clone().or_else(|| opts.comfyui_dir.clone()),
             host_python: rec.host_python.clone().or_else(|| opts.host_python.clone()),
@@ -142,47 +155,55 @@ pub fn plan_gc(opts: &EnvOptions, packs: &[PathBuf]) -> io::Result<GcPlan> {
         };
         match plan_at(&rec.pack_dir, rec.config_file.as_deref(), &o) {
             Ok(p) if p.inputs_hash == rec.inputs_hash => {
-                keep_envs.insert(rec.env_key.clone());
-                keep_res.insert(rec.inputs_hash.clone());
+                keep.envs.insert(rec.env_key.clone());
+                keep.res.insert(rec.inputs_hash.clone());
             }
             // Changed since its last build: its old env is no longer current.
             Ok(_) => {
                 let file = rec.config_file.as_deref();
-                if let Some(key) = keep_current(&rec.pack_dir, file, &o, &mut keep_res) {
-                    keep_envs.insert(key);
+                if let Some(key) = keep_current(&rec.pack_dir, file, &o, &mut keep.res) {
+                    keep.envs.insert(key);
                 }
             }
             // Cannot tell now: keep what it had.
             Err(_) => {
-                keep_envs.insert(rec.env_key.clone());
-                keep_res.insert(rec.inputs_hash.clone());
+                keep.envs.insert(rec.env_key.clone());
+                keep.res.insert(rec.inputs_hash.clone());
             }
         }
     }
+    Ok(())
+}
+
+/// The packs found now: each keeps its log and its current env, record or not.
+fn keep_discovered(opts: &EnvOptions, packs: &[PathBuf], keep: &mut Keep) {
     for dir in packs {
         // A pack that exists keeps its log, even when it never built (the log says why).
         let name = PackConfig::load(dir).map_or_else(|_| folder_name(dir), |c| c.name);
-        live_ids.insert(pack_id(&name, dir));
-        if let Some(key) = keep_current(dir, None, opts, &mut keep_res) {
-            keep_envs.insert(key);
+        keep.ids.insert(pack_id(&name, dir));
+        if let Some(key) = keep_current(dir, None, opts, &mut keep.res) {
+            keep.envs.insert(key);
         }
         // comfy-env's one env per `nodes/<sub>/comfy-env.toml`.
         for file in comfy_env_configs(dir) {
             if let Ok(c) = PackConfig::load_comfy_env(dir, &file) {
-                live_ids.insert(pack_id(&c.name, dir));
+                keep.ids.insert(pack_id(&c.name, dir));
             }
-            if let Some(key) = keep_current(dir, Some(&file), opts, &mut keep_res) {
-                keep_envs.insert(key);
+            if let Some(key) = keep_current(dir, Some(&file), opts, &mut keep.res) {
+                keep.envs.insert(key);
             }
         }
     }
+}
 
+/// Everything under the home that `keep` does not name: envs, resolutions, logs.
+fn sweep(home: &Home, keep: &Keep, plan_out: &mut GcPlan) -> io::Result<()> {
     for path in list(&home.envs())? {
         let name = file_name(&path);
         if !path.is_dir() || name.starts_with('.') {
             continue;
         }
-        if keep_envs.contains(&name) {
+        if keep.envs.contains(&name) {
             plan_out.kept_envs += 1;
         } else {
             let why = if path.join(crate::builder::COMPLETE_MARKER).exists() {
@@ -197,7 +218,7 @@ pub fn plan_gc(opts: &EnvOptions, packs: &[PathBuf]) -> io::Result<GcPlan> {
         if !path.is_dir() {
             continue;
         }
-        if keep_res.contains(&file_name(&path)) {
+        if keep.res.contains(&file_name(&path)) {
             plan_out.kept_resolutions += 1;
         } else {
             plan_out.items.push(item(
@@ -212,13 +233,13 @@ pub fn plan_gc(opts: &EnvOptions, packs: &[PathBuf]) -> io::Result<GcPlan> {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if path.extension().is_some_and(|e| e == "log") && !live_ids.contains(&id) {
+        if path.extension().is_some_and(|e| e == "log") && !keep.ids.contains(&id) {
             plan_out
                 .items
                 .push(item(GcKind::Log, &path, "its pack has no record"));
         }
     }
-    Ok(plan_out)
+    Ok(())
 }
 
 /// Keeps the current resolution of the pack in `dir` and returns its env key when resolved.

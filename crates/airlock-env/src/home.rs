@@ -20,6 +20,13 @@ use std::path::{Path, PathBuf};
 
 use crate::hash::sha256_hex;
 
+/// The variable naming where environments live (read here only).
+pub const HOME_ENV: &str = "AIRLOCK_HOME";
+/// Where environments live when no folder is given, in the words of the `airlock` command's
+/// help.
+pub const HOME_DEFAULTS: &str =
+    "$AIRLOCK_HOME, else $XDG_DATA_HOME/comfy-airlock, else ~/.local/share/comfy-airlock";
+
 /// The environment home.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Home {
@@ -31,8 +38,8 @@ impl Home {
         Home { root: root.into() }
     }
 
-    /// `explicit`, else `$AIRLOCK_HOME`, else `$XDG_DATA_HOME/comfy-airlock`, else
-    /// `~/.local/share/comfy-airlock`.
+    /// `explicit`, else [`HOME_ENV`], else `$XDG_DATA_HOME/comfy-airlock`, else
+    /// `~/.local/share/comfy-airlock` ([`HOME_DEFAULTS`]).
     pub fn resolve(explicit: Option<&Path>) -> Option<Home> {
         let var = |name: &str| {
             env::var_os(name)
@@ -41,7 +48,7 @@ impl Home {
         };
         explicit
             .map(Path::to_path_buf)
-            .or_else(|| var("AIRLOCK_HOME"))
+            .or_else(|| var(HOME_ENV))
             .or_else(|| var("XDG_DATA_HOME").map(|d| d.join("comfy-airlock")))
             .or_else(|| var("HOME").map(|h| h.join(".local/share/comfy-airlock")))
             .map(Home::new)

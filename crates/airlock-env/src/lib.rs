@@ -29,7 +29,6 @@ mod host_pins;
 mod inputs;
 mod interpreter;
 mod plan_extras;
-mod policy;
 mod progress;
 mod pyversion;
 mod record;
@@ -40,6 +39,8 @@ mod scans;
 mod toml_doc;
 mod torch_family;
 mod uv;
+mod uv_steps;
+mod worker_policy;
 
 pub use builder::{
     COMPLETE_MARKER, ENV_LOCK, ENV_RECORD, EnvCheck, EnvInfo, EnvOptions, EnvState, Plan,
@@ -49,7 +50,10 @@ pub use builder::{
 pub use comfy::{COMFY_MODULES, ComfyImport, ComfyReason, core_requirements, find_comfy_import};
 pub use comfy_env_pixi::CondaConfig;
 pub use config::{AIRLOCK_TOML, COMFY_ENV_TOML, ConfigFormat, PackConfig, comfy_env_configs};
-pub use discover::{CUSTOM_NODES_DIR, DiscoveredPack, MANAGED_DIR, Placement, discover_packs};
+pub use discover::{
+    CUSTOM_NODES_DIR, DiscoveredPack, MANAGED_DIR, PACKS_PATH_ENV, Placement, discover_packs,
+    packs_path_from_env,
+};
 pub use doctor::{
     EnvProbe, NodesState, PackReport, ReportState, fix_for, import_problem, nvml_present,
     probe_env, report_pack,
@@ -57,12 +61,12 @@ pub use doctor::{
 pub use dry_run::{EnvDryRun, Outcome, dry_run};
 pub use error::{BuildError, ConfigError, EnvError, IoOp, NotReady, ProbeError};
 pub use gc::{GcItem, GcKind, GcPlan, plan_gc};
-pub use home::{Home, pack_id};
+pub use home::{HOME_DEFAULTS, HOME_ENV, Home, pack_id};
 pub use inputs::{Inputs, env_key};
 pub use interpreter::{Interpreter, probe};
-pub use policy::{PICKLE_DENIED_MODULES, Sandbox, WorkerPolicy};
 pub use progress::{Lines, Progress, Silent, Spinner, stderr_is_terminal};
 pub use pyversion::PythonRequest;
 pub use record::{EnvRecord, PackRecord};
 pub use scans::{CachedScan, ScanFailure, cached_scan, scan_key, scan_path};
-pub use uv::{Uv, UvLocator};
+pub use uv::{UV_DEFAULTS, UV_ENV, Uv, UvLocator};
+pub use worker_policy::{PICKLE_DENIED_MODULES, Sandbox, WorkerPolicy};

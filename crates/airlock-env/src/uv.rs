@@ -1,8 +1,8 @@
 //! Finding the `uv` binary and running it with its output logged and watched.
 //!
 //! uv comes from the `uv` wheel on PyPI, installed next to comfy-airlock; we never download it.
-//! Order: an explicit path, `$AIRLOCK_UV`, the path the Python side learnt from the `uv`
-//! package, `uv` next to the running Python, `uv` on `PATH`. An explicit path or `$AIRLOCK_UV`
+//! Order: an explicit path, [`UV_ENV`], the path the Python side learnt from the `uv`
+//! package, `uv` next to the running Python, `uv` on `PATH`. An explicit path or [`UV_ENV`]
 //! that does not work is an error rather than a reason to look elsewhere: whoever set it meant
 //! that binary.
 //!
@@ -22,6 +22,11 @@ use std::thread;
 use crate::error::BuildError;
 use crate::progress::Progress;
 
+/// The variable naming the uv binary to use (read here only).
+pub const UV_ENV: &str = "AIRLOCK_UV";
+/// Where uv is looked for, in the words of the `airlock` command's help.
+pub const UV_DEFAULTS: &str = "$AIRLOCK_UV, else the `uv` package's, else PATH";
+
 /// Where to look for uv.
 #[derive(Debug, Default, Clone)]
 pub struct UvLocator {
@@ -36,7 +41,7 @@ pub struct UvLocator {
 impl UvLocator {
     pub fn locate(&self) -> Result<Uv, BuildError> {
         let mut searched = Vec::new();
-        let env_uv = env::var_os("AIRLOCK_UV")
+        let env_uv = env::var_os(UV_ENV)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
         if let Some(strict) = self.explicit.clone().or(env_uv) {

@@ -1,9 +1,9 @@
 //! A fake `libnvidia-ml.so.1`: the NVML functions comfy-airlock reads, answered from the
-//! simulated cards named by `AIRLOCK_SIM_GPU` (`airlock_device::SIM_GPU_ENV`), so NVML tells the
+//! simulated cards named by the variable [`airlock_sim::SIM_GPU_ENV`], so NVML tells the
 //! same truth as the simulator: total, used and free memory, and per-process usage.
 //!
 //! Cargo builds it as `target/<profile>/libairlock_fake_nvml.so` (also in `deps/`). A test
-//! loads that path with `Nvml::open_at`, points `AIRLOCK_NVML_LIBRARY` at it, or symlinks it
+//! loads that path with `Nvml::open_at`, points [`airlock_device::NVML_LIBRARY_ENV`] at it, or symlinks it
 //! as `libnvidia-ml.so.1` in a directory on `LD_LIBRARY_PATH` to be found by the driver's own
 //! name. `tests/fake_nvml.rs` finds it next to its own executable; the Python tests ask
 //! `cargo build -p airlock-fake-nvml` for it.
@@ -24,7 +24,7 @@ use std::sync::{Mutex, MutexGuard};
 use airlock_device::nvml_abi::{
     NvmlDevice, NvmlMemory, NvmlProcessInfo, NvmlReturn, VALUE_NOT_AVAILABLE, code,
 };
-use airlock_device::{Semantics, SimGpu, paths_from_env};
+use airlock_sim::{Semantics, SimGpu, paths_from_env};
 
 /// What `nvml.h` puts in the instance ids of a process outside any MIG instance.
 const NO_INSTANCE: c_uint = u32::MAX;

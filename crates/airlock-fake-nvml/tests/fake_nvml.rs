@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use airlock_device::{
-    CardSpec, DeviceTruth, MemoryInfo, NVML_LIBRARY, NVML_LIBRARY_ENV, Nvml, NvmlError,
-    ProcessMemory, SIM_GPU_ENV, Semantics, SimGpu, paths_from_env, resolve_device,
+    DeviceTruth, MemoryInfo, NVML_LIBRARY, NVML_LIBRARY_ENV, Nvml, NvmlError, ProcessMemory,
+    resolve_device,
 };
+use airlock_sim::{CardSpec, SIM_GPU_ENV, Semantics, SimGpu, paths_from_env};
 
 const ROLE: &str = "AIRLOCK_TEST_ROLE";
 const LIBRARY: &str = "AIRLOCK_TEST_LIBRARY";

@@ -1,49 +1,56 @@
-//! One call from the host: send, wait, answer questions, take the reply, with the interrupt
-//! sources watched the whole time, the send included.
+//! `Worker.call`: the arguments encoded, the call run by the supervisor's call loop
+//! ([`airlock_supervisor::exchange`]), the result decoded; and [`PyCallHost`], what only Python
+//! does during the call (decode values, run `on_event`, answer questions, read ComfyUI's
+//! cancel flag).
 //!
-//! Both halves of the exchange wait in slices of [`TICK`]: a send whose peer stopped reading
-//! returns `TimedOut` with the rest of its frame queued (the lane carries on from there), a
-//! receive returns `TimedOut` with a half-read frame kept. Between slices the [`CallWatch`]
-//! looks at the deadline, ComfyUI's interrupt and `Worker.interrupt`, and runs the escalation
-//! (flag, SIGINT, kill); liveness and `close()` act from their own threads, and a kill wakes
-//! the blocked send at once. So no wait on the worker is unbounded.
-//!
-//! Input the worker sends that the protocol forbids ends the worker (the lane's guard kills it
-//! and counts the refusal once); the call fails with `ProtocolError` and the next call starts
-//! a new generation.
+//! A call that breaks (the worker died, or sent what the protocol forbids and was ended) fails
+//! with the right exception, and the next call starts a new generation (see
+//! [`Worker::fail`](crate::host::Worker)).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use airlock_supervisor::{CallLane, LaneError, WorkerProcess};
-use airlock_wire::{Message, RemoteException, Value};
+use airlock_supervisor::{
+    Broken, CallHost, CallWatch, Cause, Ended, LaneError, WorkerProcess, exchange,
+};
+use airlock_wire::{Answer, Message, Notice, Question, RemoteException, Value};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::call_watch::{CallWatch, Cause, TICK};
 use crate::convert::{Encoder, decode};
 use crate::errors::{self, AirlockError};
 use crate::hooks::hooks;
 use crate::host::{Worker, slot_lock};
 use crate::lane::Lane;
+use crate::shapes;
 
-fn is_timeout(e: &LaneError) -> bool {
-    matches!(e, LaneError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut)
+/// What `Worker.call` was given.
+pub(crate) struct CallRequest<'a, 'py> {
+    /// `"module:qualname"`.
+    pub target: &'a str,
+    pub args: &'a Bound<'py, PyTuple>,
+    pub kwargs: Option<&'a Bound<'py, PyDict>>,
+    /// `interrupted() -> bool`, ComfyUI's cancel flag.
+    pub interrupted: Option<&'a Bound<'py, PyAny>>,
+    /// From the send on.
+    pub deadline: Option<Duration>,
 }
 
 impl Worker {
     /// [`Worker::call`](crate::host::Worker)'s body.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn run_call<'py>(
         &self,
         py: Python<'py>,
-        target: &str,
-        args: &Bound<'py, PyTuple>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-        interrupted: Option<&Bound<'py, PyAny>>,
-        deadline: Option<Duration>,
+        req: CallRequest<'_, 'py>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let CallRequest {
+            target,
+            args,
+            kwargs,
+            interrupted,
+            deadline,
+        } = req;
         let _serial = slot_lock(py, &self.calls);
         self.interrupt_requested.store(false, Ordering::Release);
         let (process, lane) = self.running(py)?;
@@ -71,163 +78,170 @@ impl Worker {
         };
         // The deadline counts from here: a worker that does not even take the call is as late
         // as one that does not answer it.
-        let mut watch = CallWatch::new(
-            id,
+        let mut watch = CallWatch::new(id, deadline, &self.interrupt_requested, self.policy);
+        let mut host = PyCallHost {
+            py,
+            worker: self,
+            lane: &lane,
             interrupted,
-            deadline,
-            &self.interrupt_requested,
-            self.policy,
-        );
-        let x = Exchange {
+        };
+        let ended = exchange(&process, &msg, id, &mut watch, &mut host);
+        watch.finish(&process);
+        let done = Done {
             worker: self,
             process: &process,
             lane: &lane,
-            call_lane: process.call_lane().clone(),
             target,
-            id,
+            watch: &watch,
         };
-        if let Err(e) = x.send(py, &mut watch, &msg) {
-            return Err(x.stopped(py, &watch, x.fail(py, e)));
-        }
-        let reply = x.wait(py, &mut watch);
-        watch.finish(&process);
-        reply
+        done.result(py, ended)
     }
 }
 
-/// The state of one call.
-struct Exchange<'a, 'py> {
+/// What only Python does while the supervisor's loop runs a call.
+struct PyCallHost<'a, 'py> {
+    py: Python<'py>,
+    worker: &'a Worker,
+    lane: &'a Bound<'py, Lane>,
+    /// `interrupted() -> bool`, e.g. the host's `comfy.model_management.processing_interrupted`.
+    interrupted: Option<&'a Bound<'py, PyAny>>,
+}
+
+impl<'py> CallHost for PyCallHost<'_, 'py> {
+    type Decoded = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn blocking<T: Send>(&mut self, wait: impl FnOnce() -> T + Send) -> T {
+        self.py.detach(wait)
+    }
+
+    fn interrupted(&mut self) -> bool {
+        let Some(f) = self.interrupted else {
+            return false;
+        };
+        match f.call0().and_then(|r| r.is_truthy()) {
+            Ok(b) => b,
+            Err(e) => {
+                // A broken interrupt source must not break the call: it is reported once and
+                // not asked again during this call.
+                e.write_unraisable(self.py, Some(f));
+                self.interrupted = None;
+                false
+            }
+        }
+    }
+
+    fn decode(&mut self, value: Value) -> PyResult<Bound<'py, PyAny>> {
+        decode(self.py, self.lane, value)
+    }
+
+    fn event(&mut self, topic: String, payload: Bound<'py, PyAny>) -> PyResult<()> {
+        match &self.worker.on_event {
+            Some(h) => h.bind(self.py).call1((topic, payload)).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// `on_event(topic, payload)`'s return value, encoded for the worker; if it raises (or the
+    /// question could not be decoded), a `{"error": message}` the worker raises on its side.
+    fn answer(&mut self, topic: &str, payload: PyResult<Bound<'py, PyAny>>) -> Value {
+        let answered = payload.and_then(|p| self.on_question(topic, p.into_any()));
+        let encoded = answered.and_then(|a| {
+            let mut enc = Encoder::new(self.lane);
+            enc.encode(&a).inspect_err(|_| enc.abandon())
+        });
+        encoded.unwrap_or_else(|e| {
+            Value::Dict(vec![(
+                Value::Str("error".into()),
+                Value::Str(cannot_answer(topic, &e)),
+            )])
+        })
+    }
+
+    /// `on_event("admit?" | "oom?", request)`, its admission record read for the worker.
+    fn ask(&mut self, question: Question) -> Answer {
+        let py = self.py;
+        let (topic, payload) = match shapes::question_to_py(py, &question) {
+            Ok(q) => q,
+            Err(e) => return unanswered("a memory question", &e),
+        };
+        let decided = self
+            .on_question(topic, payload.into_any())
+            .and_then(|a| shapes::admission(&a));
+        match decided {
+            Ok(a) => Answer::Decided(a),
+            Err(e) => unanswered(topic, &e),
+        }
+    }
+
+    fn notice(&mut self, notice: Notice) -> PyResult<()> {
+        let (topic, payload) = shapes::notice_to_py(self.py, &notice)?;
+        self.event(topic.to_owned(), payload.into_any())
+    }
+}
+
+impl<'py> PyCallHost<'_, 'py> {
+    fn on_question(&self, topic: &str, payload: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.worker.on_event {
+            Some(h) => h.bind(self.py).call1((topic, payload)),
+            None => Err(AirlockError::new_err(format!(
+                "nobody in the host answers '{topic}'"
+            ))),
+        }
+    }
+}
+
+fn cannot_answer(topic: &str, e: &PyErr) -> String {
+    format!("the host could not answer '{topic}': {e}")
+}
+
+fn unanswered(topic: &str, e: &PyErr) -> Answer {
+    Answer::Unanswered {
+        reason: cannot_answer(topic, e),
+    }
+}
+
+/// A call's end, turned into its result or the right exception.
+struct Done<'a, 'py> {
     worker: &'a Worker,
     process: &'a Arc<WorkerProcess>,
     lane: &'a Bound<'py, Lane>,
-    call_lane: Arc<CallLane>,
     target: &'a str,
-    id: u64,
+    watch: &'a CallWatch<'a>,
 }
 
-impl<'py> Exchange<'_, 'py> {
-    /// Sends `msg`, watching the interrupt sources while the worker does not take it.
-    fn send(
+impl<'py> Done<'_, 'py> {
+    fn result(
         &self,
         py: Python<'py>,
-        watch: &mut CallWatch<'_>,
-        msg: &Message,
-    ) -> Result<(), LaneError> {
-        let lane = &self.call_lane;
-        let mut sent = py.detach(|| lane.send_within(msg, Some(TICK)));
-        while sent.as_ref().is_err_and(is_timeout) {
-            watch.tick(py, self.process);
-            sent = py.detach(|| lane.flush_within(TICK));
-        }
-        sent
-    }
-
-    /// Waits for the reply, handling events and questions; returns the call's result.
-    fn wait(&self, py: Python<'py>, watch: &mut CallWatch<'_>) -> PyResult<Bound<'py, PyAny>> {
-        // The first exception raised by an event handler (e.g. ComfyUI's progress hook on an
-        // interrupt) is raised once the reply is in: the lane stays in step either way.
-        let mut deferred: Option<PyErr> = None;
-        let reply = loop {
-            // Bookkeeping frames (releases, segments) are absorbed by the lane; what comes
-            // out is the answer or an event, and only one call is in flight.
-            let lane = &self.call_lane;
-            let got = py.detach(|| lane.recv_within(TICK));
-            match got {
-                Err(e) if is_timeout(&e) => watch.tick(py, self.process),
-                Ok(Some(Message::Event { id, topic, payload })) => {
-                    self.event(py, watch, id, topic, payload, &mut deferred)?;
-                }
-                Ok(Some(m @ (Message::Reply { .. } | Message::Error { .. }))) => break m,
-                Ok(Some(other)) => {
-                    let why = format!("unexpected {} on the call lane", other.kind());
-                    return Err(self.refuse(py, watch, why));
-                }
-                Ok(None) => return Err(self.stopped(py, watch, self.fail(py, LaneError::Closed))),
-                Err(e) => return Err(self.stopped(py, watch, self.fail(py, e))),
-            }
-        };
-        let (rid, result) = match reply {
-            Message::Reply { id, value } => (id, Ok(value)),
-            Message::Error { id, error } => (id, Err(error)),
-            _ => unreachable!("only replies and errors leave the loop"),
-        };
-        if rid != self.id {
-            return Err(self.refuse(
-                py,
-                watch,
-                format!("a reply for call {rid}, not {}", self.id),
-            ));
-        }
-        match (result, deferred) {
-            (Ok(value), None) => decode(py, self.lane, value).map_err(|e| self.checked(py, e)),
-            (Ok(value), Some(e)) => {
+        ended: Result<Ended<PyErr>, Broken>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match ended {
+            Ok(Ended::Replied {
+                value,
+                deferred: None,
+            }) => decode(py, self.lane, value).map_err(|e| self.checked(py, e)),
+            Ok(Ended::Replied {
+                value,
+                deferred: Some(e),
+            }) => {
                 // Its regions are released; a forgery in it still ends the worker.
                 let _ = decode(py, self.lane, value).map_err(|e| self.checked(py, e));
                 Err(e)
             }
-            (Err(error), deferred) => {
+            Ok(Ended::Raised { error, deferred }) => {
                 let err = self.checked(py, remote_error(py, self.lane, self.worker.name(), error));
-                Err(deferred.unwrap_or_else(|| self.stopped(py, watch, err)))
+                Err(deferred.unwrap_or_else(|| self.stopped(py, err)))
             }
+            Err(Broken::Lane(e)) => Err(self.stopped(py, self.fail(py, e))),
+            Err(Broken::Refused) => Err(self.fail(py, LaneError::Closed)),
         }
-    }
-
-    /// An event of the running call: a question is answered on the lane, anything else goes
-    /// to `on_event`. An event of an earlier call (a straggler) is dropped; one of a call
-    /// never made is refused.
-    fn event(
-        &self,
-        py: Python<'py>,
-        watch: &mut CallWatch<'_>,
-        id: u64,
-        topic: String,
-        payload: Value,
-        deferred: &mut Option<PyErr>,
-    ) -> PyResult<()> {
-        if id > self.id || id == 0 {
-            return Err(self.refuse(py, watch, format!("an event for call {id}, never made")));
-        }
-        // Decoded even for a straggler, so its regions are released (and checked).
-        let decoded = decode(py, self.lane, payload);
-        if decoded.is_err() && self.call_lane.refusal().is_some() {
-            return Err(self.fail(py, LaneError::Closed));
-        }
-        if id != self.id {
-            return Ok(());
-        }
-        if topic.ends_with('?') {
-            // A question (e.g. admission before a load): the worker's node waits for the
-            // answer on this lane.
-            let payload = self.worker.answer(py, self.lane, &topic, decoded);
-            let msg = Message::Event { id, topic, payload };
-            return self
-                .send(py, watch, &msg)
-                .map_err(|e| self.stopped(py, watch, self.fail(py, e)));
-        }
-        let handled = decoded.and_then(|p| match &self.worker.on_event {
-            Some(h) => h.bind(py).call1((topic, p)).map(drop),
-            None => Ok(()),
-        });
-        if let Err(e) = handled
-            && deferred.is_none()
-        {
-            // The host will raise this; the worker need not finish the call.
-            watch.stop(self.process, Cause::Interrupted);
-            *deferred = Some(e);
-        }
-        Ok(())
-    }
-
-    /// Refuses what the worker sent (counted once, the worker ended) and fails the call.
-    fn refuse(&self, py: Python<'_>, watch: &CallWatch<'_>, why: String) -> PyErr {
-        let e = self.call_lane.refuse(LaneError::Protocol(why));
-        self.stopped(py, watch, self.fail(py, e))
     }
 
     /// `err` from decoding a value; if the value was refused, the worker's end is made
     /// official (the next call starts a new generation) and the error says so.
     fn checked(&self, py: Python<'_>, err: PyErr) -> PyErr {
-        match self.call_lane.refusal() {
+        match self.process.call_lane().refusal() {
             Some(_) => self.fail(py, LaneError::Closed),
             None => err,
         }
@@ -237,38 +251,8 @@ impl<'py> Exchange<'_, 'py> {
         self.worker.fail(py, self.process, self.target, e)
     }
 
-    fn stopped(&self, py: Python<'_>, watch: &CallWatch<'_>, err: PyErr) -> PyErr {
-        stopped(py, watch, self.worker.name(), self.target, err)
-    }
-}
-
-impl Worker {
-    /// `on_event(topic, payload)`'s return value, encoded for the worker; if it raises (or
-    /// the question could not be decoded), a `{"error": message}` the worker raises on its
-    /// side.
-    fn answer(
-        &self,
-        py: Python<'_>,
-        lane: &Bound<'_, Lane>,
-        topic: &str,
-        payload: PyResult<Bound<'_, PyAny>>,
-    ) -> Value {
-        let answered = payload.and_then(|p| match &self.on_event {
-            Some(h) => h.bind(py).call1((topic, p)),
-            None => Err(AirlockError::new_err(format!(
-                "nobody in the host answers '{topic}'"
-            ))),
-        });
-        let encoded = answered.and_then(|a| {
-            let mut enc = Encoder::new(lane);
-            enc.encode(&a).inspect_err(|_| enc.abandon())
-        });
-        encoded.unwrap_or_else(|e| {
-            Value::Dict(vec![(
-                Value::Str("error".into()),
-                Value::Str(format!("the host could not answer '{topic}': {e}")),
-            )])
-        })
+    fn stopped(&self, py: Python<'_>, err: PyErr) -> PyErr {
+        stopped(py, self.watch, self.worker.name(), self.target, err)
     }
 }
 

@@ -10,14 +10,16 @@ use airlock_shm::PoolConfig;
 use airlock_supervisor::{
     InterruptPolicy, LaneError, Liveness, OutputSink, WorkerProcess, WorkerSpec,
 };
-use airlock_wire::{ModelOp, ModelOutcome, Side};
+use airlock_wire::{ModelOutcome, Side};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::convert::decode;
+use crate::call::CallRequest;
+use crate::commands::{self, Command};
 use crate::errors::{self, AirlockError};
 use crate::lane::Lane;
+use crate::shapes;
 use crate::sink::PyLogSink;
 
 struct Running {
@@ -120,8 +122,10 @@ impl Worker {
                 self.spec.name
             ));
         }
-        let exited = py.detach(|| process.wait_exit(Duration::from_millis(100)));
-        if exited.is_some() {
+        // Gone (the kernel says so within 100 ms): a death, reported with its status once
+        // the reaper has recorded it.
+        if py.detach(|| process.exited_within(Duration::from_millis(100))) {
+            py.detach(|| process.wait_exit(Duration::from_secs(2)));
             let during = format!("a call to '{target}'");
             return errors::died(&py.detach(|| process.died(&during)));
         }
@@ -138,22 +142,15 @@ impl Worker {
             None => errors::lane(&self.spec.name, &e),
         }
     }
-
-    /// A decoded report: a value the worker forged ends it like any refusal.
-    fn refused_or<T>(&self, py: Python<'_>, p: &Arc<WorkerProcess>, r: PyResult<T>) -> PyResult<T> {
-        r.map_err(|e| match p.call_lane().refusal() {
-            Some(_) => self.fail(py, p, "", LaneError::Closed),
-            None => e,
-        })
-    }
 }
 
 #[pymethods]
 impl Worker {
     /// Starts the worker. `env` is its whole environment as `(name, value)` pairs.
     ///
-    /// `liveness` is `(interval, grace)` in seconds: the worker is pinged every `interval` and
-    /// killed as hung after `grace` without an answer (None: no watch). `signal_after` and
+    /// `liveness` is `(interval, grace)` in seconds: the worker is asked for its memory report
+    /// every `interval` (`last_report`) and killed as hung after `grace` without an answer
+    /// (grace None: never; liveness None: no timer). `signal_after` and
     /// `kill_after` are the interrupt escalation's delays (None: leave that step out).
     #[new]
     #[pyo3(signature = (
@@ -170,7 +167,7 @@ impl Worker {
         cwd: Option<PathBuf>,
         connect_timeout: f64,
         on_event: Option<Py<PyAny>>,
-        liveness: Option<(f64, f64)>,
+        liveness: Option<(f64, Option<f64>)>,
         signal_after: Option<f64>,
         kill_after: Option<f64>,
     ) -> PyResult<Worker> {
@@ -184,7 +181,7 @@ impl Worker {
         let liveness = match liveness {
             Some((interval, grace)) => Some(Liveness {
                 interval: secs("liveness interval", interval)?,
-                grace: secs("liveness grace", grace)?,
+                grace: grace.map(|g| secs("liveness grace", g)).transpose()?,
             }),
             None => None,
         };
@@ -225,7 +222,7 @@ impl Worker {
 
     /// Runs `target` (`"module:qualname"`) in the worker and returns its result.
     ///
-    /// While it waits, the call is stopped (see [`CallWatch`]) when `interrupted()` returns
+    /// While it waits, the call is stopped (see `airlock_supervisor::CallWatch`) when `interrupted()` returns
     /// true, when `deadline` seconds have passed, or when [`Worker::interrupt`] is called.
     #[pyo3(signature = (target, args, kwargs=None, interrupted=None, deadline=None))]
     fn call<'py>(
@@ -246,7 +243,14 @@ impl Worker {
                 })
             })
             .transpose()?;
-        self.run_call(py, target, args, kwargs, interrupted, deadline)
+        let req = CallRequest {
+            target,
+            args,
+            kwargs,
+            interrupted,
+            deadline,
+        };
+        self.run_call(py, req)
     }
 
     /// Pid of the current process (a new one after a respawn).
@@ -312,32 +316,21 @@ impl Worker {
             .map_err(|e| self.control_failed(py, &p, e))
     }
 
-    /// The worker's latest memory report (decoded), from its control thread; None when no
-    /// process is running.
-    #[pyo3(signature = (timeout=5.0))]
-    fn heartbeat<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let running = {
+    /// The worker's latest memory report as its liveness timer last read it; None when no
+    /// process is running or none was read yet. Sends nothing.
+    fn last_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let report = {
             let slot = slot_lock(py, &self.slot);
-            slot.running
-                .as_ref()
-                .map(|r| (r.process.clone(), r.lane.clone_ref(py)))
+            slot.running.as_ref().and_then(|r| r.process.last_report())
         };
-        let Some((p, lane)) = running else {
-            return Ok(None);
-        };
-        let report = py
-            .detach(|| p.heartbeat(Duration::from_secs_f64(timeout)))
-            .map_err(|e| self.control_failed(py, &p, e))?;
-        let report = decode(py, lane.bind(py), report);
-        self.refused_or(py, &p, report).map(Some)
+        shapes::report_or_none(py, report.as_ref())
     }
 
-    /// Runs a model command in the worker of `generation`: `op` is "unload",
-    /// "partially_unload" (`arg` bytes), "partially_load" (`arg` the budget), or, for the
-    /// worker rather than a model (`model` unused), "pin_ceiling" or "cache_headroom" (`arg`
-    /// bytes: host/ram.py). Returns `(bytes, refusal, report)`: `refusal` is a reason when
-    /// nothing was done. A command for a generation that is not running is refused here and
-    /// never sent.
+    /// Runs a command in the worker of `generation`: `op` is "unload", "partially_unload"
+    /// (`arg` bytes), "partially_load" (`arg` the budget), or, for the worker rather than a
+    /// model (`model` unused), "pin_ceiling" or "cache_headroom" (`arg` bytes: host/ram.py).
+    /// Returns `(bytes, refusal, report)`: `refusal` is a reason when nothing was done. A
+    /// command for a generation that is not running is refused here and never sent.
     #[pyo3(signature = (generation, model, op, arg=0.0, timeout=30.0))]
     fn model_command<'py>(
         &self,
@@ -348,50 +341,37 @@ impl Worker {
         arg: f64,
         timeout: f64,
     ) -> PyResult<(u64, Option<String>, Bound<'py, PyAny>)> {
-        let op = match op {
-            "unload" => ModelOp::Unload,
-            "partially_unload" => ModelOp::PartiallyUnload {
-                bytes: arg.max(0.0) as u64,
-            },
-            "partially_load" => ModelOp::PartiallyLoad { extra: arg },
-            "pin_ceiling" => ModelOp::PinCeiling {
-                bytes: arg.max(0.0) as u64,
-            },
-            "cache_headroom" => ModelOp::CacheHeadroom {
-                bytes: arg.max(0.0) as u64,
-            },
-            other => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "unknown model command {other:?}"
-                )));
-            }
-        };
-        let running = {
+        let command = commands::parse(op, arg)?;
+        let process = {
             let slot = slot_lock(py, &self.slot);
             slot.running
                 .as_ref()
                 .filter(|r| r.process.generation() == generation && r.process.is_alive())
-                .map(|r| (r.process.clone(), r.lane.clone_ref(py)))
+                .map(|r| r.process.clone())
         };
-        let Some((p, lane)) = running else {
+        let Some(p) = process else {
             let reason = format!(
                 "generation {generation} of worker '{}' is gone",
                 self.spec.name
             );
             return Ok((0, Some(reason), py.None().into_bound(py)));
         };
+        let timeout = Duration::from_secs_f64(timeout);
         let (outcome, report) = py
-            .detach(|| p.model_command(model, op, Duration::from_secs_f64(timeout)))
+            .detach(|| match command {
+                Command::Model(op) => p.model_command(model, op, timeout),
+                Command::Set(setting) => p.set(setting, timeout),
+            })
             .map_err(|e| {
                 // A worker that died under the command says so, with its status.
                 let refused = p.call_lane().refusal().is_some();
-                match py.detach(|| p.wait_exit(Duration::from_millis(100))) {
-                    Some(_) if !refused => errors::died(&py.detach(|| p.died("a model command"))),
-                    _ => self.control_failed(py, &p, e),
+                if !refused && py.detach(|| p.exited_within(Duration::from_millis(100))) {
+                    py.detach(|| p.wait_exit(Duration::from_secs(2)));
+                    return errors::died(&py.detach(|| p.died("a model command")));
                 }
+                self.control_failed(py, &p, e)
             })?;
-        let report = decode(py, lane.bind(py), report);
-        let report = self.refused_or(py, &p, report)?;
+        let report = shapes::report_or_none(py, report.as_ref())?;
         Ok(match outcome {
             ModelOutcome::Done { bytes } => (bytes, None, report),
             ModelOutcome::Refused { reason } => (0, Some(reason), report),

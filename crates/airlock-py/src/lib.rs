@@ -3,9 +3,8 @@
 
 mod arbiter;
 mod call;
-mod call_watch;
 mod cli;
-mod cli_plan;
+mod commands;
 mod convert;
 mod device;
 mod env;
@@ -13,7 +12,10 @@ mod errors;
 mod hooks;
 mod host;
 mod lane;
+mod runner;
 mod sandbox;
+mod shapes;
+mod sim;
 mod sink;
 mod watch;
 mod worker;
@@ -54,17 +56,18 @@ mod _native {
     // The simulated GPU and the NVML reader (comfy_airlock.device wraps these).
     #[pymodule_export]
     use crate::device::{
-        DeviceMismatch, DeviceTruth, Nvml, SimGpu, host_ram, nvml_devices, nvml_memory,
-        resolve_device,
+        DeviceMismatch, DeviceTruth, Nvml, host_ram, nvml_devices, nvml_memory, resolve_device,
     };
     #[pymodule_export]
     use crate::errors::{DeviceError, SimOutOfMemory};
     #[pymodule_export]
-    const SIM_GPU_ENV: &str = airlock_device::SIM_GPU_ENV;
+    use crate::sim::SimGpu;
+    #[pymodule_export]
+    const SIM_GPU_ENV: &str = airlock_sim::SIM_GPU_ENV;
     #[pymodule_export]
     const NVML_LIBRARY_ENV: &str = airlock_device::NVML_LIBRARY_ENV;
     #[pymodule_export]
-    const SIM_SEMANTICS_ENV: &str = airlock_device::SIM_SEMANTICS_ENV;
+    const SIM_SEMANTICS_ENV: &str = airlock_sim::SIM_SEMANTICS_ENV;
 
     // The host's eviction arbiter (single-flight free-room decisions over worker models).
     #[pymodule_export]

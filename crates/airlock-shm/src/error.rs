@@ -1,5 +1,7 @@
 use thiserror::Error;
 
+use crate::settings::{LIMIT_ENV, PEER_MAP_ENV, PEER_SEGMENTS_ENV};
+
 /// What can go wrong with segments and leases.
 #[derive(Debug, Error)]
 pub enum ShmError {
@@ -11,8 +13,8 @@ pub enum ShmError {
     UnknownRegion { segment: u32, offset: u64 },
     #[error(
         "shared-memory pool '{pool}' is full: {len} more bytes requested, {in_use} of its \
-         {limit} bytes in segments are taken (AIRLOCK_SHM_LIMIT_MIB sets the limit, and so does \
-         AIRLOCK_MAX_PEER_MAP_MIB, which the peer holds us to)"
+         {limit} bytes in segments are taken ({LIMIT_ENV} sets the limit, and so does \
+         {PEER_MAP_ENV}, which the peer holds us to)"
     )]
     PoolLimit {
         len: u64,
@@ -22,7 +24,7 @@ pub enum ShmError {
     },
     #[error(
         "shared-memory pool '{pool}' is full: {len} more bytes need a new segment, and it holds \
-         the most segments the peer accepts, {limit} (AIRLOCK_MAX_PEER_SEGMENTS)"
+         the most segments the peer accepts, {limit} ({PEER_SEGMENTS_ENV})"
     )]
     SegmentLimit {
         len: u64,
@@ -31,7 +33,7 @@ pub enum ShmError {
     },
     #[error(
         "segment {id} of {len} bytes would make {total} bytes of the peer's shared memory mapped \
-         here, more than the {limit} it may make us map (AIRLOCK_MAX_PEER_MAP_MIB)"
+         here, more than the {limit} it may make us map ({PEER_MAP_ENV})"
     )]
     PeerBytes {
         id: u32,
@@ -41,7 +43,7 @@ pub enum ShmError {
     },
     #[error(
         "segment {id} would be the peer's segment number {count} held here, more than the \
-         {limit} it may hold (AIRLOCK_MAX_PEER_SEGMENTS; each is a file descriptor)"
+         {limit} it may hold ({PEER_SEGMENTS_ENV}; each is a file descriptor)"
     )]
     PeerSegments { id: u32, count: usize, limit: usize },
     #[error(
@@ -54,4 +56,36 @@ pub enum ShmError {
     },
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_errors_name_the_variable_that_sets_the_limit() {
+        let full = ShmError::PoolLimit {
+            len: 1,
+            limit: 2,
+            in_use: 2,
+            pool: "p".into(),
+        };
+        let text = full.to_string();
+        assert!(
+            text.contains("(AIRLOCK_SHM_LIMIT_MIB sets the limit"),
+            "{text}"
+        );
+        assert!(text.contains("AIRLOCK_MAX_PEER_MAP_MIB, which"), "{text}");
+        let segments = ShmError::PeerSegments {
+            id: 1,
+            count: 2,
+            limit: 1,
+        };
+        assert!(
+            segments
+                .to_string()
+                .contains("(AIRLOCK_MAX_PEER_SEGMENTS; each"),
+            "{segments}"
+        );
+    }
 }

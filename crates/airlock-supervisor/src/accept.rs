@@ -1,6 +1,7 @@
 //! The host's side of the handshake: accepting both lanes from the process it started.
 
 use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use airlock_wire::{Hello, Lane, Message, Token};
@@ -57,50 +58,8 @@ pub(crate) fn accept_lanes(
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err(SpawnError::SocketDir(e).into()),
         };
-        sock.set_nonblocking(false)
-            .map_err(|e| SpawnError::Lane(e.into()))?;
-        let cred = rustix::net::sockopt::socket_peercred(&sock)
-            .map_err(|e| SpawnError::Lane(std::io::Error::from(e).into()))?;
-        let (uid, peer_pid) = (cred.uid.as_raw(), cred.pid.as_raw_nonzero().get());
-        if uid != rustix::process::getuid().as_raw() || peer_pid != pid {
-            // Not the process we started: refuse loudly rather than talk to it.
-            return Err(SpawnError::ForeignPeer {
-                uid,
-                pid: peer_pid,
-                expected: pid,
-            }
-            .into());
-        }
-        let framed = Framed::new(sock);
-        let wait = Some(left.max(Duration::from_millis(10)));
-        let h = match recv_one(&framed, wait).map_err(SpawnError::Lane)? {
-            Message::Hello(h) => h,
-            other => {
-                return Err(SpawnError::Lane(LaneError::Protocol(format!(
-                    "expected Hello, got {}",
-                    other.kind()
-                )))
-                .into());
-            }
-        };
+        let (framed, h) = check_peer(sock, pid, token, left)?;
         let lane = h.lane;
-        let check = h.check(token, lane);
-        if let Err(e) = check {
-            let _ = framed.send_one(&Message::Reject {
-                reason: e.to_string(),
-            });
-            return Err(SpawnError::Handshake(e).into());
-        }
-        if h.pid as i32 != pid {
-            let e = airlock_wire::HandshakeError::PidMismatch {
-                claimed: h.pid,
-                actual: pid as u32,
-            };
-            return Err(SpawnError::Handshake(e).into());
-        }
-        framed
-            .set_read_timeout(None)
-            .map_err(|e| SpawnError::Lane(e.into()))?;
         let slot = match lane {
             Lane::Call => &mut call,
             Lane::Control => &mut control,
@@ -118,4 +77,57 @@ pub(crate) fn accept_lanes(
         (Some(a), Some(b), Some(h)) => Ok((a, b, h)),
         _ => Err(Accept::Timeout),
     }
+}
+
+/// One connection to the socket: it must come from `pid` with our uid (SO_PEERCRED), and its
+/// first frame must be a hello with our token and protocol version, claiming that pid.
+fn check_peer(
+    sock: UnixStream,
+    pid: i32,
+    token: &Token,
+    left: Duration,
+) -> Result<(Framed, Hello), Accept> {
+    sock.set_nonblocking(false)
+        .map_err(|e| SpawnError::Lane(e.into()))?;
+    let cred = rustix::net::sockopt::socket_peercred(&sock)
+        .map_err(|e| SpawnError::Lane(std::io::Error::from(e).into()))?;
+    let (uid, peer_pid) = (cred.uid.as_raw(), cred.pid.as_raw_nonzero().get());
+    if uid != rustix::process::getuid().as_raw() || peer_pid != pid {
+        // Not the process we started: refuse loudly rather than talk to it.
+        return Err(SpawnError::ForeignPeer {
+            uid,
+            pid: peer_pid,
+            expected: pid,
+        }
+        .into());
+    }
+    let framed = Framed::new(sock);
+    let wait = Some(left.max(Duration::from_millis(10)));
+    let h = match recv_one(&framed, wait).map_err(SpawnError::Lane)? {
+        Message::Hello(h) => h,
+        other => {
+            return Err(SpawnError::Lane(LaneError::Protocol(format!(
+                "expected Hello, got {}",
+                other.kind()
+            )))
+            .into());
+        }
+    };
+    if let Err(e) = h.check(token, h.lane) {
+        let _ = framed.send_one(&Message::Reject {
+            reason: e.to_string(),
+        });
+        return Err(SpawnError::Handshake(e).into());
+    }
+    if h.pid as i32 != pid {
+        let e = airlock_wire::HandshakeError::PidMismatch {
+            claimed: h.pid,
+            actual: pid as u32,
+        };
+        return Err(SpawnError::Handshake(e).into());
+    }
+    framed
+        .set_read_timeout(None)
+        .map_err(|e| SpawnError::Lane(e.into()))?;
+    Ok((framed, h))
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use airlock_shm::PoolConfig;
 use airlock_wire::{Hello, Lane, Message, PROTOCOL_VERSION, Side, Token};
 
-use crate::control::ControlState;
+use crate::control::{Command, ControlState};
 use crate::error::LaneError;
 use crate::framed::{Framed, recv_one};
 use crate::lane::{CallLane, ControlLane};
@@ -163,14 +163,12 @@ fn serve_control(control: ControlLane, state: &ControlState, host_gone: fn()) {
                 generation,
                 model,
                 op,
-            })) => {
-                let (outcome, report) = state.run(generation, model, op);
-                Message::ModelDone {
-                    seq,
-                    outcome,
-                    report,
-                }
-            }
+            })) => done(seq, state.run(generation, Command::Model(model, op))),
+            Ok(Some(Message::Set {
+                seq,
+                generation,
+                setting,
+            })) => done(seq, state.run(generation, Command::Set(setting))),
             Ok(Some(_)) => continue,
             Ok(None) | Err(_) => break,
         };
@@ -180,6 +178,14 @@ fn serve_control(control: ControlLane, state: &ControlState, host_gone: fn()) {
     }
     kill_forked_children();
     host_gone();
+}
+
+fn done(seq: u64, (outcome, report): crate::control::CommandResult) -> Message {
+    Message::CommandDone {
+        seq,
+        outcome,
+        report,
+    }
 }
 
 /// The host is gone, so nobody will kill this worker's process group: what the pack forked

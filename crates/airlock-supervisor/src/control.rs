@@ -1,22 +1,34 @@
 //! What a worker's control thread answers from: its latest memory report and the handler for
-//! model commands. The thread runs without the worker's Python, so heartbeats are answered at
-//! once even while a node runs; only a model command needs the handler (which, in the Python
-//! runtime, takes the GIL between the running node's bytecodes).
+//! commands. The thread runs without the worker's Python, so heartbeats are answered at once
+//! even while a node runs; only a command needs the handler (which, in the Python runtime,
+//! takes the GIL between the running node's bytecodes).
 
 use std::sync::{Arc, Mutex};
 
-use airlock_wire::{ModelOp, ModelOutcome, Value};
+use airlock_wire::{ModelOp, ModelOutcome, Setting, WorkerReport};
 
-/// Runs a model command in the worker and returns its outcome and the report after it.
+/// A command's outcome and the worker's report taken after it.
+pub type CommandResult = (ModelOutcome, Option<WorkerReport>);
+
+/// Runs the host's commands in the worker: one model's ([`ModelOp`]) and the worker's own
+/// memory settings ([`Setting`]).
 pub trait ModelHandler: Send + Sync {
-    fn run(&self, model: u64, op: ModelOp) -> (ModelOutcome, Value);
+    fn run(&self, model: u64, op: ModelOp) -> CommandResult;
+    fn set(&self, setting: Setting) -> CommandResult;
+}
+
+/// What a command from the host asks of the worker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Command {
+    Model(u64, ModelOp),
+    Set(Setting),
 }
 
 /// Shared by the worker runtime (which publishes and installs) and the control thread (which
 /// answers).
 pub struct ControlState {
     generation: u64,
-    report: Mutex<Value>,
+    report: Mutex<Option<WorkerReport>>,
     handler: Mutex<Option<Arc<dyn ModelHandler>>>,
 }
 
@@ -24,7 +36,7 @@ impl ControlState {
     pub(crate) fn new(generation: u64) -> Self {
         ControlState {
             generation,
-            report: Mutex::new(Value::None),
+            report: Mutex::new(None),
             handler: Mutex::new(None),
         }
     }
@@ -35,11 +47,11 @@ impl ControlState {
     }
 
     /// Replaces the report heartbeats answer with.
-    pub fn publish(&self, report: Value) {
-        *self.report.lock().unwrap_or_else(|p| p.into_inner()) = report;
+    pub fn publish(&self, report: WorkerReport) {
+        *self.report.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
     }
 
-    pub fn report(&self) -> Value {
+    pub fn report(&self) -> Option<WorkerReport> {
         self.report
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -51,7 +63,7 @@ impl ControlState {
     }
 
     /// Runs a command, refusing one stamped for another generation before any handler sees it.
-    pub(crate) fn run(&self, generation: u64, model: u64, op: ModelOp) -> (ModelOutcome, Value) {
+    pub(crate) fn run(&self, generation: u64, command: Command) -> CommandResult {
         if generation != self.generation {
             let reason = format!(
                 "command for generation {generation} reached generation {}",
@@ -64,9 +76,10 @@ impl ControlState {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        match handler {
-            Some(h) => h.run(model, op),
-            None => (
+        match (handler, command) {
+            (Some(h), Command::Model(model, op)) => h.run(model, op),
+            (Some(h), Command::Set(setting)) => h.set(setting),
+            (None, _) => (
                 ModelOutcome::Refused {
                     reason: "this worker holds no models".into(),
                 },
@@ -82,9 +95,26 @@ mod tests {
 
     struct Frees;
 
+    fn report(seq: u64) -> WorkerReport {
+        WorkerReport {
+            pid: 1,
+            seq,
+            reserved: 0,
+            models: Vec::new(),
+            pinned: 0,
+            rss: None,
+            floor: None,
+            device_uuid: None,
+        }
+    }
+
     impl ModelHandler for Frees {
-        fn run(&self, model: u64, _op: ModelOp) -> (ModelOutcome, Value) {
-            (ModelOutcome::Done { bytes: model }, Value::Int(1))
+        fn run(&self, model: u64, _op: ModelOp) -> CommandResult {
+            (ModelOutcome::Done { bytes: model }, Some(report(1)))
+        }
+        fn set(&self, setting: Setting) -> CommandResult {
+            let (Setting::PinCeiling { bytes } | Setting::CacheHeadroom { bytes }) = setting;
+            (ModelOutcome::Done { bytes }, Some(report(2)))
         }
     }
 
@@ -92,13 +122,17 @@ mod tests {
     fn another_generation_is_refused_before_the_handler() {
         let s = ControlState::new(2);
         s.set_handler(Arc::new(Frees));
-        s.publish(Value::Int(0));
-        let (o, r) = s.run(1, 7, ModelOp::Unload);
+        s.publish(report(0));
+        let unload = Command::Model(7, ModelOp::Unload);
+        let (o, r) = s.run(1, unload);
         assert!(matches!(o, ModelOutcome::Refused { reason } if reason.contains("generation 1")));
-        assert_eq!(r, Value::Int(0));
+        assert_eq!(r, Some(report(0)));
+        assert_eq!(s.run(2, unload).0, ModelOutcome::Done { bytes: 7 });
+        let pin = Command::Set(Setting::PinCeiling { bytes: 5 });
+        assert!(matches!(s.run(1, pin).0, ModelOutcome::Refused { .. }));
         assert_eq!(
-            s.run(2, 7, ModelOp::Unload).0,
-            ModelOutcome::Done { bytes: 7 }
+            s.run(2, pin),
+            (ModelOutcome::Done { bytes: 5 }, Some(report(2)))
         );
     }
 
@@ -106,8 +140,9 @@ mod tests {
     fn no_handler_means_no_models() {
         let s = ControlState::new(1);
         assert!(matches!(
-            s.run(1, 7, ModelOp::Unload).0,
+            s.run(1, Command::Model(7, ModelOp::Unload)).0,
             ModelOutcome::Refused { .. }
         ));
+        assert_eq!(s.run(1, Command::Model(7, ModelOp::Unload)).1, None);
     }
 }

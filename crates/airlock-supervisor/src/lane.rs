@@ -261,7 +261,7 @@ impl ControlLane {
                 "{} fd(s) on the control lane, which carries none",
                 fds.len()
             ))),
-            Message::Pong { .. } | Message::Report { .. } | Message::ModelDone { .. } => {
+            Message::Pong { .. } | Message::Report { .. } | Message::CommandDone { .. } => {
                 Ok(Some(m))
             }
             other => Err(LaneError::Protocol(format!(

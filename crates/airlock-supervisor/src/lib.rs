@@ -8,11 +8,16 @@
 //! (same uid, the pid we spawned), a per-spawn token handed over an inherited pipe, and the
 //! protocol version.
 //!
+//! The two call loops live here too, behind small traits for what only the host's or the
+//! worker's language can do: the host's side of one call ([`exchange`], [`CallHost`]) and the
+//! worker's loop over calls ([`serve`], [`Runner`]).
+//!
 //! Crash detection does not poll: a reaper thread waits on the worker's pidfd and, when it
 //! exits, shuts our ends of its sockets, so a caller blocked on a reply wakes at once with an
 //! error that names the worker, its exit status and the last lines of its stderr.
 
 mod accept;
+mod call_watch;
 mod connect;
 mod control;
 mod error;
@@ -22,20 +27,24 @@ mod exit;
 mod framed;
 mod guard;
 mod lane;
+mod launch;
 mod liveness;
 mod outbox;
 mod output;
 mod private_tmp;
 mod process;
 mod rejections;
+mod serve;
+mod session;
 mod shm_state;
 mod signal_page;
 mod spawn;
 
+pub use call_watch::{CallWatch, Cause, TICK};
 pub use connect::{
     WorkerIdentity, abandon_handshake, connect, forbid_same_user_access, kill_forked_children,
 };
-pub use control::{ControlState, ModelHandler};
+pub use control::{CommandResult, ControlState, ModelHandler};
 pub use error::{LaneError, SpawnError, WorkerDied};
 pub use escalation::{Escalation, InterruptPolicy, Step};
 pub use exit::ExitDescription;
@@ -44,5 +53,7 @@ pub use liveness::Liveness;
 pub use output::{OutputSink, Stream};
 pub use process::WorkerProcess;
 pub use rejections::{Rejection, rejections};
-pub use signal_page::{SIGNAL_FD, SignalPage};
+pub use serve::{AskError, CallState, Runner, ServeError, ask, await_answer, serve};
+pub use session::{Broken, CallHost, Ended, exchange};
+pub use signal_page::{SIGNAL_FD, SIGNAL_FD_ENV, SignalPage};
 pub use spawn::WorkerSpec;

@@ -1,32 +1,29 @@
 //! One running worker: spawn, handshake, reaping, and shutdown.
 
-use std::io::Write;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use airlock_wire::{Hello, Message, ModelOp, ModelOutcome, Side, Token, Value};
-use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
+use airlock_wire::{Hello, Message, ModelOp, Setting, Side, WorkerReport};
+
+use crate::control::CommandResult;
+use rustix::process::{Pid, Signal};
 
 use crate::accept::{Accept, accept_lanes};
 use crate::error::{LaneError, SpawnError, WorkerDied};
-use crate::exec;
 use crate::exit::ExitDescription;
 use crate::guard::Guard;
 use crate::lane::{CallLane, ControlLane};
+use crate::launch::{Reaped, kill_now, launch, reap, start_reaper};
 use crate::liveness::{Heard, Watched, watch};
-use crate::output::{OutputSink, Stream, Tail, forward};
-use crate::private_tmp::PrivateTmp;
-use crate::signal_page::{SIGNAL_FD, SignalPage};
-use crate::spawn::{SocketDir, WorkerSpec, hex};
-
-/// The fd on which a worker writes its logging records.
-pub const LOG_FD: i32 = 3;
+use crate::output::{OutputSink, Tail};
+use crate::signal_page::SignalPage;
+use crate::spawn::WorkerSpec;
 
 #[derive(Default)]
 pub(crate) struct ExitState {
-    status: Mutex<Option<ExitDescription>>,
-    changed: Condvar,
+    pub(crate) status: Mutex<Option<ExitDescription>>,
+    pub(crate) changed: Condvar,
 }
 
 impl ExitState {
@@ -65,114 +62,13 @@ impl WorkerProcess {
         generation: u64,
         sink: Arc<dyn OutputSink>,
     ) -> Result<WorkerProcess, SpawnError> {
-        let sockdir = SocketDir::create()?;
-        let tmp = PrivateTmp::create().map_err(SpawnError::TmpDir)?;
-        let mut token = [0u8; airlock_wire::TOKEN_LEN];
-        rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty())
-            .map_err(|e| SpawnError::SocketDir(e.into()))?;
-        let token = Token(token);
-
-        let (log_r, log_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| SpawnError::SocketDir(e.into()))?;
-        let signal = SignalPage::create().map_err(SpawnError::SocketDir)?;
-        let env = spec.environment(&sockdir.socket, &tmp.path);
-        let signal_fd = signal.fd().expect("the host's page has its fd");
-        let started = exec::spawn(&exec::Launch {
-            program: &spec.python,
-            args: &spec.args,
-            env: &env,
-            cwd: spec.cwd.as_deref(),
-            inherit: &[(log_w.as_fd(), LOG_FD), (signal_fd, SIGNAL_FD)],
-        })
-        .map_err(|source| SpawnError::Exec {
-            python: spec.python.display().to_string(),
-            source,
-        })?;
-        drop(log_w);
-        let pid = started.pid;
-        let pidfd = match rustix::process::pidfd_open(
-            Pid::from_raw(pid).expect("a child pid is positive"),
-            PidfdFlags::empty(),
-        ) {
-            Ok(fd) => Arc::new(fd),
-            Err(e) => {
-                // Without a pidfd we cannot supervise it: do not leave it running. It is our
-                // unreaped child, so the pid cannot have been reused.
-                // SAFETY: plain syscalls on our own child.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                    libc::waitpid(pid, std::ptr::null_mut(), 0);
-                }
-                return Err(SpawnError::SocketDir(e.into()));
-            }
-        };
-        let stderr_tail = Arc::new(Tail::default());
-        let exec::Started {
-            stdin: mut token_pipe,
-            stdout,
-            stderr,
-            ..
-        } = started;
-        forward(
-            spec.name.clone(),
-            Stream::Stdout,
-            stdout,
-            sink.clone(),
-            None,
-        );
-        forward(
-            spec.name.clone(),
-            Stream::Stderr,
-            stderr,
-            sink.clone(),
-            Some(stderr_tail.clone()),
-        );
-        forward(
-            spec.name.clone(),
-            Stream::Log {
-                level: 0,
-                logger: String::new(),
-            },
-            std::fs::File::from(log_r),
-            sink,
-            None,
-        );
-        // The token goes over the worker's stdin, never its environment or argv (both readable
-        // by other processes of the same user).
-        let _ = writeln!(token_pipe, "{}", hex(&token.0));
-        drop(token_pipe);
-
-        let kill_now = |pidfd: &OwnedFd| {
-            let _ = rustix::process::pidfd_send_signal(pidfd, Signal::KILL);
-            if let Some(p) = Pid::from_raw(pid) {
-                let _ = rustix::process::kill_process_group(p, Signal::KILL);
-            }
-        };
-        let accepted = accept_lanes(&sockdir, &pidfd, pid, &token, spec.connect_timeout);
-        drop(sockdir);
+        let l = launch(spec, sink)?;
+        let (pid, pidfd) = (l.pid, l.pidfd.clone());
+        let accepted = accept_lanes(&l.sockdir, &pidfd, pid, &l.token, spec.connect_timeout);
+        drop(l.sockdir);
         let (call, control, hello) = match accepted {
             Ok(lanes) => lanes,
-            Err(e) => {
-                kill_now(&pidfd);
-                return Err(match e {
-                    Accept::Exited => SpawnError::ExitedEarly {
-                        status: reap(&pidfd),
-                        stderr_tail: stderr_tail.snapshot(Duration::from_millis(500)),
-                    },
-                    Accept::Timeout => {
-                        let _ = reap(&pidfd);
-                        SpawnError::Timeout {
-                            secs: spec.connect_timeout.as_secs_f64(),
-                            stderr_tail: stderr_tail.snapshot(Duration::from_millis(200)),
-                        }
-                    }
-                    Accept::Failed(e) => {
-                        crate::rejections::count_spawn(&e);
-                        let _ = reap(&pidfd);
-                        e
-                    }
-                });
-            }
+            Err(e) => return Err(refused_start(spec, &pidfd, pid, &l.stderr_tail, e)),
         };
         let welcome = Message::Welcome {
             generation,
@@ -187,7 +83,7 @@ impl WorkerProcess {
         control.arm(guard);
         let welcomed = control.send(&welcome).and_then(|_| call.send(&welcome));
         if let Err(e) = welcomed {
-            kill_now(&pidfd);
+            kill_now(&pidfd, pid);
             let _ = reap(&pidfd);
             return Err(SpawnError::Lane(e));
         }
@@ -210,12 +106,14 @@ impl WorkerProcess {
         }
         start_reaper(
             &spec.name,
-            pidfd.clone(),
-            exit.clone(),
-            call.clone(),
-            control.clone(),
-            tmp,
-            pid,
+            Reaped {
+                pidfd: pidfd.clone(),
+                exit: exit.clone(),
+                call: call.clone(),
+                control: control.clone(),
+                tmp: l.tmp,
+                pid,
+            },
         );
         Ok(WorkerProcess {
             name: spec.name.clone(),
@@ -225,11 +123,11 @@ impl WorkerProcess {
             call,
             control,
             exit,
-            stderr_tail,
+            stderr_tail: l.stderr_tail,
             hello,
             requests,
             heard,
-            signal,
+            signal: l.signal,
         })
     }
 
@@ -268,6 +166,34 @@ impl WorkerProcess {
         self.exit.wait(timeout)
     }
 
+    /// Whether the worker has exited, waiting up to `timeout`. Asks the kernel (its pidfd
+    /// turns readable when the process is gone) rather than the reaper thread, which records
+    /// the exit only once it has run: on a loaded machine that can take longer than a caller
+    /// that found its lane closed should wait to tell a death from a broken lane. The status
+    /// itself comes from [`WorkerProcess::wait_exit`].
+    pub fn exited_within(&self, timeout: Duration) -> bool {
+        if self.exit_status().is_some() {
+            return true;
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ts = rustix::event::Timespec {
+                tv_sec: left.as_secs() as i64,
+                tv_nsec: left.subsec_nanos() as i64,
+            };
+            let mut fds = [rustix::event::PollFd::new(
+                self.pidfd.as_ref(),
+                rustix::event::PollFlags::IN,
+            )];
+            match rustix::event::poll(&mut fds, Some(&ts)) {
+                Ok(n) => return n > 0,
+                Err(rustix::io::Errno::INTR) if !left.is_zero() => continue,
+                Err(_) => return self.exit_status().is_some(),
+            }
+        }
+    }
+
     /// Round trip on the control lane, answered by the worker without its Python thread, so it
     /// works while a call is running.
     pub fn ping(&self, timeout: Duration) -> Result<Duration, LaneError> {
@@ -278,11 +204,18 @@ impl WorkerProcess {
 
     /// The worker's latest memory report, answered by its control thread from what it last
     /// published (so idle and busy workers alike answer at once).
-    pub fn heartbeat(&self, timeout: Duration) -> Result<Value, LaneError> {
+    pub fn heartbeat(&self, timeout: Duration) -> Result<Option<WorkerReport>, LaneError> {
         match self.request(|seq| Message::Heartbeat { seq }, timeout)? {
             Message::Report { report, .. } => Ok(report),
             other => Err(self.control.refuse(unexpected(&other))),
         }
+    }
+
+    /// The worker's latest memory report as the last heartbeat on its control lane answered it
+    /// (the liveness thread's, every interval, or [`WorkerProcess::heartbeat`]'s); None before
+    /// the first. Reads no lane, so it costs nothing and never waits.
+    pub fn last_report(&self) -> Option<WorkerReport> {
+        self.heard.report()
     }
 
     /// Runs `op` on `model` in the worker, stamped with this process's generation, and
@@ -292,7 +225,7 @@ impl WorkerProcess {
         model: u64,
         op: ModelOp,
         timeout: Duration,
-    ) -> Result<(ModelOutcome, Value), LaneError> {
+    ) -> Result<CommandResult, LaneError> {
         let generation = self.generation;
         let msg = |seq| Message::Model {
             seq,
@@ -300,8 +233,28 @@ impl WorkerProcess {
             model,
             op,
         };
-        match self.request(msg, timeout)? {
-            Message::ModelDone {
+        self.command(msg, timeout)
+    }
+
+    /// Hands the worker a memory setting (host RAM), stamped with this process's generation;
+    /// returns its outcome and the worker's report taken after it.
+    pub fn set(&self, setting: Setting, timeout: Duration) -> Result<CommandResult, LaneError> {
+        let generation = self.generation;
+        let msg = |seq| Message::Set {
+            seq,
+            generation,
+            setting,
+        };
+        self.command(msg, timeout)
+    }
+
+    fn command(
+        &self,
+        make: impl FnOnce(u64) -> Message,
+        timeout: Duration,
+    ) -> Result<CommandResult, LaneError> {
+        match self.request(make, timeout)? {
+            Message::CommandDone {
                 outcome, report, ..
             } => Ok((outcome, report)),
             other => Err(self.control.refuse(unexpected(&other))),
@@ -328,10 +281,10 @@ impl WorkerProcess {
             }
             match self.control.recv_timeout(left)? {
                 Some(m) if answer_seq(&m) == Some(seq) => {
-                    self.heard.now();
+                    self.heard.frame(&m);
                     return Ok(m);
                 }
-                Some(_) => self.heard.now(),
+                Some(m) => self.heard.frame(&m),
                 None => return Err(LaneError::Closed),
             }
         }
@@ -418,59 +371,39 @@ impl Drop for WorkerProcess {
     }
 }
 
-/// Blocks until the process behind `pidfd` exits and says how.
-fn reap(pidfd: &OwnedFd) -> ExitDescription {
-    loop {
-        match rustix::process::waitid(WaitId::PidFd(pidfd.as_fd()), WaitIdOptions::EXITED) {
-            Ok(Some(st)) => {
-                return if let Some(sig) = st.terminating_signal() {
-                    ExitDescription::Signal(sig)
-                } else if let Some(code) = st.exit_status() {
-                    ExitDescription::Code(code)
-                } else {
-                    ExitDescription::Unknown
-                };
+/// The error of a worker whose lanes did not come in; it is killed and reaped first.
+fn refused_start(
+    spec: &WorkerSpec,
+    pidfd: &OwnedFd,
+    pid: i32,
+    stderr_tail: &Tail,
+    e: Accept,
+) -> SpawnError {
+    kill_now(pidfd, pid);
+    match e {
+        Accept::Exited => SpawnError::ExitedEarly {
+            status: reap(pidfd),
+            stderr_tail: stderr_tail.snapshot(Duration::from_millis(500)),
+        },
+        Accept::Timeout => {
+            let _ = reap(pidfd);
+            SpawnError::Timeout {
+                secs: spec.connect_timeout.as_secs_f64(),
+                stderr_tail: stderr_tail.snapshot(Duration::from_millis(200)),
             }
-            Err(rustix::io::Errno::INTR) | Ok(None) => continue,
-            Err(_) => return ExitDescription::Unknown,
+        }
+        Accept::Failed(e) => {
+            crate::rejections::count_spawn(&e);
+            let _ = reap(pidfd);
+            e
         }
     }
-}
-
-fn start_reaper(
-    name: &str,
-    pidfd: Arc<OwnedFd>,
-    exit: Arc<ExitState>,
-    call: Arc<CallLane>,
-    control: Arc<ControlLane>,
-    tmp: PrivateTmp,
-    pid: i32,
-) {
-    let run = move || {
-        let status = reap(&pidfd);
-        // What the worker forked dies with it (its group is the worker's pid), not when the
-        // host next drops the process.
-        if let Some(p) = Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process_group(p, Signal::KILL);
-        }
-        // Gone before anyone hears of the exit: a stopped worker has no temp files left.
-        drop(tmp);
-        // Wake anyone blocked on a lane; they will find the status set.
-        *exit.status.lock().unwrap_or_else(|p| p.into_inner()) = Some(status);
-        call.shutdown();
-        control.shutdown();
-        call.peer_gone();
-        exit.changed.notify_all();
-    };
-    let _ = std::thread::Builder::new()
-        .name(format!("airlock-reap-{name}"))
-        .spawn(run);
 }
 
 /// The sequence number a control-lane answer refers to.
 fn answer_seq(m: &Message) -> Option<u64> {
     match m {
-        Message::Pong { seq } | Message::Report { seq, .. } | Message::ModelDone { seq, .. } => {
+        Message::Pong { seq } | Message::Report { seq, .. } | Message::CommandDone { seq, .. } => {
             Some(*seq)
         }
         _ => None,

@@ -21,6 +21,9 @@ use rustix::mm::{MapFlags, ProtFlags};
 
 /// The descriptor on which a worker finds its signal page.
 pub const SIGNAL_FD: i32 = 4;
+/// The variable by which the host tells a worker that descriptor ([`SIGNAL_FD`]); written by
+/// the spawn (`spawn.rs`), read by [`SignalPage::from_env`].
+pub const SIGNAL_FD_ENV: &str = "AIRLOCK_SIGNAL_FD";
 
 const PAGE: usize = 4096;
 
@@ -59,6 +62,20 @@ impl SignalPage {
             )));
         }
         Self::map(fd.as_fd())
+    }
+
+    /// Takes over the page the host handed this worker on the descriptor named by
+    /// [`SIGNAL_FD_ENV`] (worker side, at start-up); `None` when it is unset (a worker not
+    /// started by our spawn).
+    pub fn from_env() -> std::io::Result<Option<SignalPage>> {
+        let Ok(fd) = std::env::var(SIGNAL_FD_ENV) else {
+            return Ok(None);
+        };
+        let bad = |why: String| std::io::Error::other(format!("interrupt page (fd {fd}): {why}"));
+        let raw: i32 = fd.parse().map_err(|_| bad("not a descriptor".into()))?;
+        Self::adopt_inherited(raw)
+            .map(Some)
+            .map_err(|e| bad(e.to_string()))
     }
 
     /// Takes over the page the host left on descriptor `fd` (worker side, at start-up).

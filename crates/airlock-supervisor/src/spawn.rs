@@ -10,9 +10,9 @@ use airlock_shm::PoolConfig;
 use rustix::fs::Mode;
 
 use crate::error::SpawnError;
+use crate::launch::LOG_FD;
 use crate::liveness::Liveness;
-use crate::process::LOG_FD;
-use crate::signal_page::SIGNAL_FD;
+use crate::signal_page::{SIGNAL_FD, SIGNAL_FD_ENV};
 
 /// How to start one worker.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ impl WorkerSpec {
             ("TMPDIR", tmp.into()),
             ("XDG_RUNTIME_DIR", tmp.into()),
             ("AIRLOCK_LOG_FD", LOG_FD.to_string().into()),
-            ("AIRLOCK_SIGNAL_FD", SIGNAL_FD.to_string().into()),
+            (SIGNAL_FD_ENV, SIGNAL_FD.to_string().into()),
         ];
         let mut env: BTreeMap<OsString, OsString> = self.env.iter().cloned().collect();
         env.extend(ours.into_iter().map(|(k, v)| (k.into(), v)));

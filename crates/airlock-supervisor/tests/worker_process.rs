@@ -1,143 +1,20 @@
 //! Real worker processes without Python: this test binary re-executes itself as the worker
-//! (the `fake_worker` entry below runs only when `AIRLOCK_FAKE_WORKER` is set).
+//! (`tests/fake/mod.rs`: the `fake_worker` entry below runs only when `AIRLOCK_FAKE_WORKER` is
+//! set), which runs the supervisor's own call loop.
 
-use std::io::BufRead;
-use std::sync::{Arc, Mutex};
+mod fake;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use airlock_shm::PoolConfig;
-use airlock_supervisor::{
-    ExitDescription, LaneError, Liveness, ModelHandler, OutputSink, SIGNAL_FD, SignalPage,
-    SpawnError, Stream, WorkerIdentity, WorkerProcess, WorkerSpec,
-};
-use airlock_wire::{HandshakeError, Message, ModelOp, ModelOutcome, Token, Value};
-
-#[derive(Default)]
-struct Collect(Mutex<Vec<String>>);
-
-impl OutputSink for Collect {
-    fn emit(&self, _worker: &str, _stream: &Stream, line: &str) {
-        self.0.lock().unwrap().push(line.to_owned());
-    }
-}
-
-fn spec(mode: &str) -> WorkerSpec {
-    let exe = std::env::current_exe().unwrap();
-    WorkerSpec {
-        name: format!("fake-{mode}"),
-        python: exe,
-        args: ["fake_worker", "--exact", "--nocapture", "--test-threads=1"]
-            .iter()
-            .map(Into::into)
-            .collect(),
-        env: vec![("AIRLOCK_FAKE_WORKER".into(), mode.into())],
-        cwd: None,
-        connect_timeout: Duration::from_secs(20),
-        liveness: None,
-        pool: PoolConfig::default(),
-    }
-}
-
-fn parse_token(hex: &str) -> Token {
-    let mut t = [0u8; 32];
-    for (i, b) in t.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
-    }
-    Token(t)
-}
+use airlock_supervisor::{ExitDescription, LaneError, Liveness, SpawnError, WorkerProcess};
+use airlock_wire::{HandshakeError, Message, ModelOp, ModelOutcome, Setting, Value};
+use fake::{Collect, report, spec};
 
 /// The worker side. A no-op unless this binary was started as a fake worker.
 #[test]
 fn fake_worker() {
-    let Ok(mode) = std::env::var("AIRLOCK_FAKE_WORKER") else {
-        return;
-    };
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).unwrap();
-    let mut token = parse_token(line.trim());
-    if mode == "bad-token" {
-        token.0[0] ^= 1;
-    }
-    let socket = std::env::var("AIRLOCK_SOCKET").unwrap();
-    let id = WorkerIdentity {
-        python: "fake".into(),
-        torch: None,
-        numpy: None,
-    };
-    let connected =
-        airlock_supervisor::connect(socket.as_ref(), token, &id, PoolConfig::default(), || {
-            std::process::exit(0)
-        });
-    let Ok((lane, control, _name)) = connected else {
-        std::process::exit(2);
-    };
-    control.publish(Value::Str("idle".into()));
-    control.set_handler(Arc::new(FakeModels));
-    eprintln!("fake worker ready");
-    while let Ok(Some(msg)) = lane.recv() {
-        match msg {
-            Message::Call {
-                id, target, args, ..
-            } => {
-                if target == "die" {
-                    eprintln!("dying on purpose");
-                    // SIGTERM rather than abort: no core file, whatever the ulimit.
-                    // SAFETY: raising a signal at ourselves.
-                    unsafe { libc::raise(libc::SIGTERM) };
-                }
-                if target == "sleep" {
-                    std::thread::sleep(Duration::from_secs(30));
-                }
-                if target == "spin" {
-                    // A node that checks for interrupts the way ComfyUI's do, through the page
-                    // the host handed over.
-                    let fd = std::os::fd::OwnedFd::from(
-                        std::fs::File::options()
-                            .read(true)
-                            .write(true)
-                            .open(format!("/proc/self/fd/{SIGNAL_FD}"))
-                            .unwrap(),
-                    );
-                    let page = SignalPage::adopt(fd).unwrap();
-                    while !page.take(id) {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                    lane.send(&Message::Reply {
-                        id,
-                        value: Value::Str("interrupted".into()),
-                    })
-                    .unwrap();
-                    continue;
-                }
-                lane.send(&Message::Reply { id, value: args }).unwrap();
-            }
-            Message::Shutdown => break,
-            _ => {}
-        }
-    }
-    std::process::exit(0);
-}
-
-/// The fake worker's models: model `m` frees `m * 10` bytes, except model 0, which is busy.
-struct FakeModels;
-
-impl ModelHandler for FakeModels {
-    fn run(&self, model: u64, op: ModelOp) -> (ModelOutcome, Value) {
-        let outcome = match (model, op) {
-            (0, _) => ModelOutcome::Refused {
-                reason: "in use".into(),
-            },
-            (m, ModelOp::Unload) => ModelOutcome::Done { bytes: m * 10 },
-            (_, ModelOp::PartiallyUnload { bytes }) => ModelOutcome::Done { bytes },
-            (_, ModelOp::PartiallyLoad { extra }) => ModelOutcome::Done {
-                bytes: extra.max(0.0) as u64,
-            },
-            (_, ModelOp::PinCeiling { .. } | ModelOp::CacheHeadroom { .. }) => {
-                ModelOutcome::Done { bytes: 0 }
-            }
-        };
-        (outcome, Value::Str(format!("after {model}")))
-    }
+    fake::main();
 }
 
 fn start(mode: &str, sink: Arc<Collect>) -> Result<WorkerProcess, SpawnError> {
@@ -146,7 +23,7 @@ fn start(mode: &str, sink: Arc<Collect>) -> Result<WorkerProcess, SpawnError> {
 
 #[test]
 fn spawn_call_and_orderly_shutdown() {
-    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+    if fake::is_worker() {
         return;
     }
     let w = start("echo", Arc::default()).unwrap();
@@ -171,7 +48,7 @@ fn spawn_call_and_orderly_shutdown() {
 
 #[test]
 fn death_mid_call_wakes_the_caller_with_status_and_stderr() {
-    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+    if fake::is_worker() {
         return;
     }
     let sink = Arc::new(Collect::default());
@@ -206,7 +83,7 @@ fn death_mid_call_wakes_the_caller_with_status_and_stderr() {
 
 #[test]
 fn a_killed_worker_is_noticed_while_the_caller_waits() {
-    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+    if fake::is_worker() {
         return;
     }
     let w = Arc::new(start("echo", Arc::default()).unwrap());
@@ -239,7 +116,7 @@ fn a_killed_worker_is_noticed_while_the_caller_waits() {
 
 #[test]
 fn wrong_token_is_refused_at_the_handshake() {
-    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+    if fake::is_worker() {
         return;
     }
     match start("bad-token", Arc::default()) {
@@ -251,17 +128,19 @@ fn wrong_token_is_refused_at_the_handshake() {
 
 #[test]
 fn heartbeats_and_model_commands_are_answered_while_a_call_runs() {
-    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+    if fake::is_worker() {
         return;
     }
     let w = Arc::new(start("echo", Arc::default()).unwrap());
     let t = Duration::from_secs(5);
     // The fake publishes its first report just after connecting: wait for it.
     let until = Instant::now() + t;
-    while w.heartbeat(t).unwrap() == Value::None && Instant::now() < until {
+    while w.heartbeat(t).unwrap().is_none() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(w.heartbeat(t).unwrap(), Value::Str("idle".into()));
+    let first = w.heartbeat(t).unwrap().expect("a published report");
+    assert_eq!(first.seq, 1);
+    assert_eq!(first.pid, w.pid() as u32);
     // A call that keeps the worker's call lane busy for 30 s.
     w.call_lane()
         .send(&Message::Call {
@@ -272,22 +151,65 @@ fn heartbeats_and_model_commands_are_answered_while_a_call_runs() {
         })
         .unwrap();
     std::thread::sleep(Duration::from_millis(100));
-    let (outcome, report) = w.model_command(3, ModelOp::Unload, t).unwrap();
+    let (outcome, after) = w.model_command(3, ModelOp::Unload, t).unwrap();
     assert_eq!(outcome, ModelOutcome::Done { bytes: 30 });
-    assert_eq!(report, Value::Str("after 3".into()));
+    let after = after.expect("a report after the command");
+    assert_eq!((after.seq, after.models.len()), (13, 1));
+    assert_eq!(after.models[0], report(13, &[3]).models[0]);
     let (outcome, _) = w
         .model_command(5, ModelOp::PartiallyUnload { bytes: 123 }, t)
         .unwrap();
     assert_eq!(outcome, ModelOutcome::Done { bytes: 123 });
     let (outcome, _) = w.model_command(0, ModelOp::Unload, t).unwrap();
     assert!(matches!(outcome, ModelOutcome::Refused { .. }));
-    assert_eq!(w.heartbeat(t).unwrap(), Value::Str("idle".into()));
+    // A worker-wide setting travels as its own command, not as model 0's.
+    let (outcome, after) = w.set(Setting::PinCeiling { bytes: 1 << 30 }, t).unwrap();
+    assert_eq!(outcome, ModelOutcome::Done { bytes: 1 << 30 });
+    assert_eq!(after.map(|r| r.seq), Some(99));
+    // Heartbeats answer with what the worker published, not the commands' reports.
+    assert_eq!(w.heartbeat(t).unwrap().map(|r| r.seq), Some(1));
+    w.kill();
+}
+
+#[test]
+fn the_liveness_timer_keeps_the_latest_report_and_never_kills_without_a_grace() {
+    if fake::is_worker() {
+        return;
+    }
+    let mut s = spec("echo");
+    s.liveness = Some(Liveness {
+        interval: Duration::from_millis(50),
+        grace: None,
+    });
+    let w = WorkerProcess::spawn(&s, 1, Arc::<Collect>::default()).unwrap();
+    // No request of ours: the timer's heartbeats bring the report the fake published.
+    let until = Instant::now() + Duration::from_secs(10);
+    while w.last_report().is_none() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let kept = w
+        .last_report()
+        .expect("the timer read the published report");
+    assert_eq!((kept.seq, kept.pid), (1, w.pid() as u32));
+    // A command's own report (seq 13) is its caller's; the timer keeps what is published.
+    let (_, after) = w
+        .model_command(3, ModelOp::Unload, Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(after.map(|r| r.seq), Some(13));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(w.last_report().map(|r| r.seq), Some(1));
+    // Frozen with no grace: reports stop coming, the worker is not declared hung.
+    let pid = rustix::process::Pid::from_raw(w.pid()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(w.is_alive() && w.verdict().is_none());
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
     w.kill();
 }
 
 #[test]
 fn an_interrupt_reaches_a_node_that_checks_through_the_signal_page() {
-    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+    if fake::is_worker() {
         return;
     }
     let w = start("echo", Arc::default()).unwrap();
@@ -319,13 +241,13 @@ fn an_interrupt_reaches_a_node_that_checks_through_the_signal_page() {
 
 #[test]
 fn a_frozen_worker_is_declared_hung_and_a_long_quiet_call_is_not() {
-    if std::env::var("AIRLOCK_FAKE_WORKER").is_ok() {
+    if fake::is_worker() {
         return;
     }
     let mut s = spec("echo");
     s.liveness = Some(Liveness {
         interval: Duration::from_millis(50),
-        grace: Duration::from_millis(400),
+        grace: Some(Duration::from_millis(400)),
     });
     let w = WorkerProcess::spawn(&s, 1, Arc::<Collect>::default()).unwrap();
     let lane = w.call_lane().clone();
@@ -351,4 +273,21 @@ fn a_frozen_worker_is_declared_hung_and_a_long_quiet_call_is_not() {
     );
     let died = w.died("a call to 'sleep'").to_string();
     assert!(died.contains("declared hung"), "{died}");
+}
+
+#[test]
+fn the_kernel_says_a_worker_is_gone_before_its_reaper_has_to() {
+    if fake::is_worker() {
+        return;
+    }
+    let w = start("echo", Arc::default()).unwrap();
+    assert!(!w.exited_within(Duration::from_millis(50)), "alive");
+    let pid = rustix::process::Pid::from_raw(w.pid()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+    assert!(w.exited_within(Duration::from_secs(10)), "killed");
+    assert_eq!(
+        w.wait_exit(Duration::from_secs(10)),
+        Some(ExitDescription::Signal(libc::SIGKILL))
+    );
+    assert!(w.exited_within(Duration::ZERO), "still gone");
 }

@@ -11,6 +11,9 @@ pub const MAX_VALUE_DEPTH: usize = 128;
 pub const MAX_DIMS: usize = 64;
 /// Most regions released by one message.
 pub const MAX_RELEASES: usize = 1 << 16;
+/// Most entries in one list of the memory protocol: a report's models, a load's models, the
+/// holds of a finished load.
+pub const MAX_MEMORY_ITEMS: usize = 1 << 16;
 /// Longest string field outside values (names, versions, messages, tracebacks).
 pub const MAX_TEXT: usize = 1 << 20;
 /// Most bytes the values of one frame may encode to: the frame limit, less room for the

@@ -4,6 +4,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::handshake::Hello;
 use crate::limits::MAX_RELEASES;
+use crate::memory::{Answer, ModelOp, ModelOutcome, Notice, Question, Setting, WorkerReport};
 use crate::value::Value;
 
 /// Which process created a shared-memory segment. Segment ids are per side.
@@ -35,34 +36,6 @@ pub struct RemoteException {
     pub args: Value,
     /// The worker's formatted traceback.
     pub traceback: String,
-}
-
-/// What the host asks of one worker model, on the control lane. Named after the stand-in
-/// methods upstream ComfyUI calls, whose arguments they carry unchanged.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub enum ModelOp {
-    /// `detach(unpatch_all=True)`: unload it entirely.
-    Unload,
-    /// `partially_unload(_, bytes)`: free about this many bytes of its residency.
-    PartiallyUnload { bytes: u64 },
-    /// `partially_load(_, extra)`: `1e32` everything, `0.1` almost nothing, a byte budget, or
-    /// a negative amount to shrink by.
-    PartiallyLoad { extra: f64 },
-    /// Not a model: the worker's share of the host's pin budget, its own
-    /// `MAX_PINNED_MEMORY`; it frees registrations down to it (the model id is unused).
-    PinCeiling { bytes: u64 },
-    /// Not a model: the host's RAM cache headroom (`RAM_CACHE_HEADROOM`), which sets the
-    /// floor of available RAM the worker's own pin budget keeps (the model id is unused).
-    CacheHeadroom { bytes: u64 },
-}
-
-/// How a worker answered a [`ModelOp`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum ModelOutcome {
-    /// Done: `bytes` freed (unloads) or newly resident (loads), measured after the fact.
-    Done { bytes: u64 },
-    /// Not done, and why (another generation, an unknown model, one the running node uses).
-    Refused { reason: String },
 }
 
 /// One frame's content.
@@ -119,8 +92,11 @@ pub enum Message {
     /// Finish what is running, then exit.
     Shutdown,
     /// Worker → host, while call `id` runs: something the host's UI should know now (progress,
-    /// a preview, a `send_sync` message). Fire and forget: the worker never waits for an
-    /// answer, so an event cannot deadlock a call.
+    /// a preview, a `send_sync` message), or, when `topic` ends in `?`, a question: the worker
+    /// then waits for the host's `Event` of the same id and topic carrying the answer (the
+    /// memory questions have their own typed [`Message::Ask`]).
+    ///
+    /// Host → worker: the answer to such a question.
     Event {
         id: u64,
         topic: String,
@@ -128,29 +104,54 @@ pub enum Message {
     },
     /// Host → worker, control lane: run `op` on model `model` of generation `generation`. A
     /// worker of another generation refuses it, so a command never reaches a respawned
-    /// worker's models.
+    /// worker's models. Answered by [`Message::CommandDone`].
     Model {
         seq: u64,
         generation: u64,
         model: u64,
         op: ModelOp,
     },
-    /// Worker → host, control lane: the answer to `Model { seq }`, with the worker's memory
-    /// report taken after it.
-    ModelDone {
+    /// Worker → host, control lane: the answer to `Model { seq }` or `Set { seq }`, with the
+    /// worker's memory report taken after it (`None`: it has none).
+    CommandDone {
         seq: u64,
         outcome: ModelOutcome,
-        report: Value,
+        report: Option<WorkerReport>,
     },
     /// Host → worker, control lane: the latest memory report, please (idle workers too).
     Heartbeat {
         seq: u64,
     },
     /// Worker → host, control lane: the answer to `Heartbeat { seq }`, answered without the
-    /// worker's Python thread from the report it last published.
+    /// worker's Python thread from the report it last published (`None`: none yet).
     Report {
         seq: u64,
-        report: Value,
+        report: Option<WorkerReport>,
+    },
+    // New variants go last: a variant's index is its encoding (postcard), and the fault tests
+    // write some frames by hand (tests/faults/worker_side/forgeries.py).
+    /// Worker → host, call lane, while call `id` runs: a memory question; the worker waits for
+    /// the [`Message::Answer`] of the same id.
+    Ask {
+        id: u64,
+        question: Question,
+    },
+    /// Host → worker, call lane: the answer to the running call's [`Message::Ask`].
+    Answer {
+        id: u64,
+        answer: Answer,
+    },
+    /// Worker → host, call lane, while call `id` runs: memory news; nothing answers it.
+    Notice {
+        id: u64,
+        notice: Notice,
+    },
+    /// Host → worker, control lane: a worker-wide memory setting, for generation `generation`
+    /// only (as [`Message::Model`]). Answered by [`Message::CommandDone`].
+    Set {
+        seq: u64,
+        generation: u64,
+        setting: Setting,
     },
 }
 
@@ -162,7 +163,6 @@ impl Message {
             Message::Reply { value, .. } => vec![value],
             Message::Error { error, .. } => vec![&error.args],
             Message::Event { payload, .. } => vec![payload],
-            Message::ModelDone { report, .. } | Message::Report { report, .. } => vec![report],
             _ => Vec::new(),
         }
     }
@@ -184,9 +184,13 @@ impl Message {
             Message::Shutdown => "Shutdown",
             Message::Event { .. } => "Event",
             Message::Model { .. } => "Model",
-            Message::ModelDone { .. } => "ModelDone",
+            Message::CommandDone { .. } => "CommandDone",
             Message::Heartbeat { .. } => "Heartbeat",
             Message::Report { .. } => "Report",
+            Message::Ask { .. } => "Ask",
+            Message::Answer { .. } => "Answer",
+            Message::Notice { .. } => "Notice",
+            Message::Set { .. } => "Set",
         }
     }
 }

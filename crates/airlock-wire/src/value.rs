@@ -244,6 +244,32 @@ impl Open {
     }
 }
 
+/// A container node about to receive its children, `depth` containers deep, with `owed`
+/// children awaited by the open containers and `left` nodes still to come.
+fn open(container: Node, depth: usize, owed: &mut usize, left: usize) -> Result<Open, String> {
+    if depth >= MAX_VALUE_DEPTH {
+        return Err(format!("value nests deeper than {MAX_VALUE_DEPTH}"));
+    }
+    let (claimed, slots) = match container {
+        Node::List(n) | Node::Tuple(n) => (n as usize, n as usize),
+        Node::Dict(n) => (n as usize, 2 * n as usize),
+        _ => (1, 1),
+    };
+    // Children follow this node, so the nodes left bound what all open containers can
+    // honestly await; a larger claim is a lie and must not size an allocation.
+    *owed = owed
+        .checked_add(slots)
+        .filter(|&o| o <= left)
+        .ok_or_else(|| format!("containers await more items than the {left} nodes that follow"))?;
+    Ok(match container {
+        Node::List(_) => Open::List(Vec::with_capacity(claimed), claimed),
+        Node::Tuple(_) => Open::Tuple(Vec::with_capacity(claimed), claimed),
+        Node::Dict(_) => Open::Dict(Vec::with_capacity(claimed), None, claimed),
+        Node::Ext(name) => Open::Ext(name, None),
+        _ => return Err("leaf node in container position".into()),
+    })
+}
+
 /// Rebuilds the tree from prefix-ordered nodes without recursion.
 fn unflatten(nodes: Vec<Node>) -> Result<Value, String> {
     let total = nodes.len();
@@ -283,33 +309,7 @@ fn unflatten(nodes: Vec<Node>) -> Result<Value, String> {
             Node::Tuple(0) => Value::Tuple(Vec::new()),
             Node::Dict(0) => Value::Dict(Vec::new()),
             container => {
-                if stack.len() >= MAX_VALUE_DEPTH {
-                    return Err(format!("value nests deeper than {MAX_VALUE_DEPTH}"));
-                }
-                let (claimed, slots) = match container {
-                    Node::List(n) | Node::Tuple(n) => (n as usize, n as usize),
-                    Node::Dict(n) => (n as usize, 2 * n as usize),
-                    _ => (1, 1),
-                };
-                // Children follow this node, so the nodes left bound what all open containers
-                // can honestly await; a larger claim is a lie and must not size an allocation.
-                owed = owed
-                    .checked_add(slots)
-                    .filter(|&o| o <= it.len())
-                    .ok_or_else(|| {
-                        format!(
-                            "containers await more items than the {} nodes that follow",
-                            it.len()
-                        )
-                    })?;
-                let open = match container {
-                    Node::List(_) => Open::List(Vec::with_capacity(claimed), claimed),
-                    Node::Tuple(_) => Open::Tuple(Vec::with_capacity(claimed), claimed),
-                    Node::Dict(_) => Open::Dict(Vec::with_capacity(claimed), None, claimed),
-                    Node::Ext(name) => Open::Ext(name, None),
-                    _ => return Err("leaf node in container position".into()),
-                };
-                stack.push(open);
+                stack.push(open(container, stack.len(), &mut owed, it.len())?);
                 continue;
             }
         };

@@ -18,6 +18,10 @@ mod checks;
 
 use std::path::PathBuf;
 
+use airlock_wire::{
+    Admission, Answer, FrameDecoder, LoadRequest, Message, ModelKind, ModelOp, ModelOutcome,
+    ModelRow, Notice, Question, Setting, Value, WorkerReport, encode_frame,
+};
 use checks::{KIND_NAMES, KINDS, Outcome};
 
 /// splitmix64: small, seedable, good enough to pick mutations.
@@ -238,4 +242,172 @@ fn value_decoder_short_run() {
         t.rejected.iter().sum::<u64>() > 0,
         "nothing was refused: {t:?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The seed corpus names every message, so every message's decoding is where the mutator
+// starts (a variant with no seed is reached only by chance mutations of another's bytes).
+
+/// The variant's position in [`Message`]; exhaustive, so a new variant must be added here, and
+/// then [`every_message_has_a_seed`] asks for its seed.
+fn variant(m: &Message) -> usize {
+    match m {
+        Message::Hello(_) => 0,
+        Message::Welcome { .. } => 1,
+        Message::Reject { .. } => 2,
+        Message::Call { .. } => 3,
+        Message::Reply { .. } => 4,
+        Message::Error { .. } => 5,
+        Message::Segment { .. } => 6,
+        Message::Retire { .. } => 7,
+        Message::Release { .. } => 8,
+        Message::Ping { .. } => 9,
+        Message::Pong { .. } => 10,
+        Message::Shutdown => 11,
+        Message::Event { .. } => 12,
+        Message::Model { .. } => 13,
+        Message::CommandDone { .. } => 14,
+        Message::Heartbeat { .. } => 15,
+        Message::Report { .. } => 16,
+        Message::Ask { .. } => 17,
+        Message::Answer { .. } => 18,
+        Message::Notice { .. } => 19,
+        Message::Set { .. } => 20,
+    }
+}
+const VARIANTS: usize = 21;
+
+/// Every message a seed's stream decodes to.
+fn seeded_messages() -> Vec<Message> {
+    let mut out = Vec::new();
+    for seed in seeds("frame_decoder") {
+        let Some(stream) = seed.get(2..) else {
+            continue;
+        };
+        let mut dec = FrameDecoder::new();
+        let spare = dec.spare(stream.len());
+        let spare_len = spare.len();
+        spare[..stream.len()].copy_from_slice(stream);
+        dec.commit(stream.len(), spare_len);
+        while let Ok(Some(m)) = dec.next_message() {
+            out.push(m);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_message_has_a_seed() {
+    let mut seen = [false; VARIANTS];
+    for m in seeded_messages() {
+        seen[variant(&m)] = true;
+    }
+    let missing: Vec<usize> = (0..VARIANTS).filter(|&i| !seen[i]).collect();
+    assert!(
+        missing.is_empty(),
+        "no seed in fuzz/seeds/frame_decoder decodes to message variant(s) {missing:?}: \
+         run `cargo test -p airlock-wire --test fuzz_short -- --ignored write_missing_seeds`"
+    );
+}
+
+/// One plausible message of each variant that the memory protocol and the control lane added.
+fn samples() -> Vec<Message> {
+    let report = WorkerReport {
+        pid: 4242,
+        seq: 7,
+        reserved: 1 << 30,
+        models: vec![ModelRow {
+            id: 3,
+            name: "UNetModel".into(),
+            kind: ModelKind::Patcher,
+            device: "cuda:0".into(),
+            size: 2 << 30,
+            resident: 1 << 30,
+            seq: 6,
+            last_used: 1.7e9,
+            in_use: false,
+        }],
+        pinned: 0,
+        rss: Some(3 << 30),
+        floor: Some(300 << 20),
+        device_uuid: Some("GPU-5a1c0b2e-0000-1111-2222-333344445555".into()),
+    };
+    let load = LoadRequest {
+        device: "cuda:0".into(),
+        need: 3 << 30,
+        minimum: 1 << 30,
+        models: vec![3, 4],
+    };
+    vec![
+        Message::Event {
+            id: 1,
+            topic: "progress".into(),
+            payload: Value::Tuple(vec![Value::Int(1), Value::Int(2), Value::None]),
+        },
+        Message::Model {
+            seq: 1,
+            generation: 1,
+            model: 3,
+            op: ModelOp::PartiallyUnload { bytes: 1 << 20 },
+        },
+        Message::CommandDone {
+            seq: 1,
+            outcome: ModelOutcome::Done { bytes: 1 << 20 },
+            report: Some(report.clone()),
+        },
+        Message::Heartbeat { seq: 2 },
+        Message::Report {
+            seq: 2,
+            report: Some(report.clone()),
+        },
+        Message::Ask {
+            id: 1,
+            question: Question::Admit(load.clone()),
+        },
+        Message::Answer {
+            id: 1,
+            answer: Answer::Decided(Admission {
+                granted: true,
+                hold: Some(9),
+                need: 3 << 30,
+                free_before: 4 << 30,
+                held: 0,
+                free: 4 << 30,
+            }),
+        },
+        Message::Notice {
+            id: 1,
+            notice: Notice::Telemetry(report),
+        },
+        Message::Notice {
+            id: 1,
+            notice: Notice::Loaded { holds: vec![9] },
+        },
+        Message::Set {
+            seq: 3,
+            generation: 1,
+            setting: Setting::PinCeiling { bytes: 1 << 30 },
+        },
+    ]
+}
+
+/// Writes a seed (`kind-<Kind>`: chunk size 16, no "would block" reads, one frame) for each
+/// sample whose variant no seed covers yet.
+#[test]
+#[ignore = "writes fuzz/seeds; run by hand when a message variant is added"]
+fn write_missing_seeds() {
+    let mut seen = [false; VARIANTS];
+    for m in seeded_messages() {
+        seen[variant(&m)] = true;
+    }
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/frame_decoder");
+    for m in samples() {
+        if seen[variant(&m)] {
+            continue;
+        }
+        seen[variant(&m)] = true;
+        let mut seed = vec![15, 0];
+        encode_frame(&m, &mut seed).unwrap();
+        std::fs::write(dir.join(format!("kind-{}", m.kind())), seed).unwrap();
+    }
 }

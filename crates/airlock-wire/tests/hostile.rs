@@ -6,10 +6,12 @@ mod strategies;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use airlock_wire::limits::{MAX_DIMS, MAX_FRAME_LEN, MAX_RELEASES, MAX_VALUE_DEPTH};
+use airlock_wire::limits::{
+    MAX_DIMS, MAX_FRAME_LEN, MAX_MEMORY_ITEMS, MAX_RELEASES, MAX_VALUE_DEPTH,
+};
 use airlock_wire::{
-    ArrayKind, DType, FrameDecoder, Message, Region, Side, TensorDesc, Value, WireError,
-    encode_frame,
+    ArrayKind, DType, FrameDecoder, Message, Notice, Region, Side, TensorDesc, Value, WireError,
+    WorkerReport, encode_frame,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -128,6 +130,9 @@ enum RawNode {
 /// Variant indices of [`Message`].
 const REPLY: u8 = 4;
 const RELEASE: u8 = 8;
+const NOTICE: u8 = 19;
+/// Variant index of `Notice::Loaded`.
+const LOADED: u8 = 0;
 
 fn varint(mut n: u64, out: &mut Vec<u8>) {
     loop {
@@ -484,6 +489,65 @@ fn release_lists_over_the_limit_are_refused() {
     let frame = framed(&body);
     let (r, usage) = measure(|| decode_one(&frame));
     assert_malformed(r, "regions");
+    assert!(usage.largest < small_bound(frame.len()), "{usage:?}");
+}
+
+#[test]
+fn memory_lists_over_the_limit_are_refused() {
+    let loaded = |n: u64| Message::Notice {
+        id: 1,
+        notice: Notice::Loaded {
+            holds: (0..n).collect(),
+        },
+    };
+    let at_limit = loaded(MAX_MEMORY_ITEMS as u64);
+    assert_eq!(
+        decode_one(&encode_all(std::slice::from_ref(&at_limit))),
+        Ok(at_limit)
+    );
+    let mut wire = Vec::new();
+    // The encoder does not check this limit (the binding checks what Python hands it); the
+    // decoder must.
+    if encode_frame(&loaded(MAX_MEMORY_ITEMS as u64 + 1), &mut wire).is_ok() {
+        assert_malformed(decode_one(&wire), "holds");
+    }
+
+    // A tiny frame claiming u32::MAX holds, then one claiming u32::MAX model rows in a report.
+    let mut body = vec![NOTICE, 1, LOADED];
+    varint(u32::MAX as u64, &mut body);
+    body.push(7);
+    let frame = framed(&body);
+    let (r, usage) = measure(|| decode_one(&frame));
+    assert_malformed(r, "holds");
+    assert!(usage.largest < small_bound(frame.len()), "{usage:?}");
+
+    let report = WorkerReport {
+        pid: 1,
+        seq: 1,
+        reserved: 0,
+        models: Vec::new(),
+        pinned: 0,
+        rss: None,
+        floor: None,
+        device_uuid: None,
+    };
+    let honest = Message::Report {
+        seq: 1,
+        report: Some(report),
+    };
+    let mut wire = encode_all(std::slice::from_ref(&honest));
+    assert_eq!(decode_one(&wire), Ok(honest));
+    // Report { seq: 1, Some(pid 1, seq 1, reserved 0, models: <count>) }: the count is the
+    // byte after the frame header, variant, seq, Some, pid, seq and reserved.
+    let at = 4 + 6;
+    assert_eq!(wire[at], 0, "the empty models list's count");
+    let mut count = Vec::new();
+    varint(u32::MAX as u64, &mut count);
+    wire.splice(at..=at, count);
+    let body = wire[4..].to_vec();
+    let frame = framed(&body);
+    let (r, usage) = measure(|| decode_one(&frame));
+    assert_malformed(r, "models");
     assert!(usage.largest < small_bound(frame.len()), "{usage:?}");
 }
 

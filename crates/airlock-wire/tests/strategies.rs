@@ -4,8 +4,9 @@
 
 use airlock_wire::limits::MAX_DIMS;
 use airlock_wire::{
-    ArrayKind, Blob, BlobKind, DType, FrameDecoder, Hello, Lane, Message, ModelOp, ModelOutcome,
-    Region, RemoteException, Side, TOKEN_LEN, TensorDesc, Token, Value, encode_frame,
+    Admission, Answer, ArrayKind, Blob, BlobKind, DType, FrameDecoder, Hello, Lane, LoadRequest,
+    Message, ModelKind, ModelOp, ModelOutcome, ModelRow, Notice, Question, Region, RemoteException,
+    Setting, Side, TOKEN_LEN, TensorDesc, Token, Value, WorkerReport, encode_frame,
 };
 use proptest::collection::vec;
 use proptest::option;
@@ -208,15 +209,146 @@ pub fn message() -> impl Strategy<Value = Message> {
                 op
             }
         ),
-        (any::<u64>(), model_outcome(), value()).prop_map(|(seq, outcome, report)| {
-            Message::ModelDone {
+        (any::<u64>(), model_outcome(), option::of(report())).prop_map(|(seq, outcome, report)| {
+            Message::CommandDone {
                 seq,
                 outcome,
                 report,
             }
         }),
         any::<u64>().prop_map(|seq| Message::Heartbeat { seq }),
-        (any::<u64>(), value()).prop_map(|(seq, report)| Message::Report { seq, report }),
+        (any::<u64>(), option::of(report()))
+            .prop_map(|(seq, report)| Message::Report { seq, report }),
+        (any::<u64>(), question()).prop_map(|(id, question)| Message::Ask { id, question }),
+        (any::<u64>(), answer()).prop_map(|(id, answer)| Message::Answer { id, answer }),
+        (any::<u64>(), notice()).prop_map(|(id, notice)| Message::Notice { id, notice }),
+        (any::<u64>(), any::<u64>(), setting()).prop_map(|(seq, generation, setting)| {
+            Message::Set {
+                seq,
+                generation,
+                setting,
+            }
+        }),
+    ]
+}
+
+/// Finite floats: a report's `last_used` compares with `==` in [`message_eq`].
+fn finite() -> impl Strategy<Value = f64> {
+    prop_oneof![Just(0.0), -1e12f64..1e12f64, 1.6e9f64..1.9e9f64]
+}
+
+pub fn model_row() -> impl Strategy<Value = ModelRow> {
+    (
+        (any::<u64>(), text(), any::<bool>(), text()),
+        (
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            finite(),
+            any::<bool>(),
+        ),
+    )
+        .prop_map(
+            |((id, name, patcher, device), (size, resident, seq, last_used, in_use))| ModelRow {
+                id,
+                name,
+                kind: if patcher {
+                    ModelKind::Patcher
+                } else {
+                    ModelKind::Module
+                },
+                device,
+                size,
+                resident,
+                seq,
+                last_used,
+                in_use,
+            },
+        )
+}
+
+pub fn report() -> impl Strategy<Value = WorkerReport> {
+    (
+        (
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            vec(model_row(), 0..5),
+        ),
+        (
+            any::<u64>(),
+            option::of(any::<u64>()),
+            option::of(any::<u64>()),
+            option::of(text()),
+        ),
+    )
+        .prop_map(
+            |((pid, seq, reserved, models), (pinned, rss, floor, device_uuid))| WorkerReport {
+                pid,
+                seq,
+                reserved,
+                models,
+                pinned,
+                rss,
+                floor,
+                device_uuid,
+            },
+        )
+}
+
+pub fn load_request() -> impl Strategy<Value = LoadRequest> {
+    (text(), any::<u64>(), any::<u64>(), vec(any::<u64>(), 0..6)).prop_map(
+        |(device, need, minimum, models)| LoadRequest {
+            device,
+            need,
+            minimum,
+            models,
+        },
+    )
+}
+
+pub fn question() -> impl Strategy<Value = Question> {
+    prop_oneof![
+        load_request().prop_map(Question::Admit),
+        load_request().prop_map(Question::Oom),
+    ]
+}
+
+pub fn answer() -> impl Strategy<Value = Answer> {
+    prop_oneof![
+        (
+            any::<bool>(),
+            option::of(any::<u64>()),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>()
+        )
+            .prop_map(|(granted, hold, need, free_before, held, free)| {
+                Answer::Decided(Admission {
+                    granted,
+                    hold,
+                    need,
+                    free_before,
+                    held,
+                    free,
+                })
+            }),
+        text().prop_map(|reason| Answer::Unanswered { reason }),
+    ]
+}
+
+pub fn notice() -> impl Strategy<Value = Notice> {
+    prop_oneof![
+        vec(any::<u64>(), 0..6).prop_map(|holds| Notice::Loaded { holds }),
+        report().prop_map(Notice::Telemetry),
+    ]
+}
+
+fn setting() -> impl Strategy<Value = Setting> {
+    prop_oneof![
+        any::<u64>().prop_map(|bytes| Setting::PinCeiling { bytes }),
+        any::<u64>().prop_map(|bytes| Setting::CacheHeadroom { bytes }),
     ]
 }
 
@@ -226,8 +358,6 @@ fn model_op() -> impl Strategy<Value = ModelOp> {
         any::<u64>().prop_map(|bytes| ModelOp::PartiallyUnload { bytes }),
         // Finite extras only: NaN never equals itself, and the host never sends one.
         (-1e33f64..1e33f64).prop_map(|extra| ModelOp::PartiallyLoad { extra }),
-        any::<u64>().prop_map(|bytes| ModelOp::PinCeiling { bytes }),
-        any::<u64>().prop_map(|bytes| ModelOp::CacheHeadroom { bytes }),
     ]
 }
 
@@ -301,28 +431,6 @@ pub fn message_eq(a: &Message, b: &Message) -> bool {
                 payload: pb,
             },
         ) => ia == ib && ta == tb && value_eq(pa, pb),
-        (
-            Message::ModelDone {
-                seq: sa,
-                outcome: oa,
-                report: ra,
-            },
-            Message::ModelDone {
-                seq: sb,
-                outcome: ob,
-                report: rb,
-            },
-        ) => sa == sb && oa == ob && value_eq(ra, rb),
-        (
-            Message::Report {
-                seq: sa,
-                report: ra,
-            },
-            Message::Report {
-                seq: sb,
-                report: rb,
-            },
-        ) => sa == sb && value_eq(ra, rb),
         _ => a == b,
     }
 }

@@ -278,12 +278,12 @@ class IsolatedPack:
         w = self._worker
         return w.generation if w is not None and w.alive else None
 
-    def heartbeat(self) -> tuple[int | None, Any]:
+    def last_report(self) -> tuple[int | None, Any]:
         w = self._worker
         if w is None or not w.alive:
             return None, None
         generation = w.generation
-        return generation, w.heartbeat(1.0)
+        return generation, w.last_report()
 
     def scan(self) -> dict[str, Any]:
         return self.call("comfy_airlock.worker.comfy:scan")

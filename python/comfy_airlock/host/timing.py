@@ -7,6 +7,11 @@ lane stays silent this long is declared hung and replaced; its control thread an
 the GIL, so a node that runs for hours is never hung, a frozen or stopped process is), the
 liveness interval (default 1 s), and after a cancel the delays before SIGINT (default 5 s) and
 before SIGKILL and a new worker (default 10 s; ``off`` leaves either step out).
+
+The liveness timer is also the one that reads workers' memory reports (each ping asks for the
+latest, ADR 0020's "One heartbeat"), so it runs even with the hung watch off, and never less
+often than the memory heartbeat reads them (its ``heartbeat_s``): a report is never older
+than one of its passes.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from comfy_airlock import settings
 
 @dataclass(frozen=True)
 class Timing:
-    liveness: tuple[float, float] | None
+    liveness: tuple[float, float | None]
     signal_after: float | None
     kill_after: float | None
 
@@ -26,9 +31,9 @@ class Timing:
     def from_env(cls) -> Timing:
         knobs = settings.get()
         grace = knobs.hung_grace_s
-        interval = knobs.liveness_interval_s or 1.0
+        interval = min(knobs.liveness_interval_s or 1.0, knobs.heartbeat_s)
         return cls(
-            liveness=None if grace is None else (min(interval, grace), grace),
+            liveness=(interval if grace is None else min(interval, grace), grace),
             signal_after=knobs.interrupt_signal_s,
             kill_after=knobs.interrupt_kill_s,
         )

@@ -184,7 +184,9 @@ def forge_tensor(where: str, how: str):
         runtime.emit("preview", {"image": a})
         time.sleep(30)  # the host ends this worker at the event
     elif how == "question":
-        runtime.ask("admit?", {"tensor": a})
+        # A question whose payload is a value (the memory questions are typed and carry no
+        # tensor: crates/airlock-wire/src/memory.rs).
+        runtime.ask("forged?", {"tensor": a})
         time.sleep(30)
     return {"out": a}
 

@@ -3,10 +3,13 @@
 - **A call boundary** (:func:`sync`, :func:`reconciled`: ComfyUI's execution thread, before a
   call and when a worker's report arrives with its reply): the queued reports are reconciled
   into ``current_loaded_models``, the reserve may shrink, the RAM split is sent.
-- **The timer** (:class:`Heartbeat`, one thread, every ``heartbeat_s``): idle workers'
-  reports are read over their control lanes (no Python runs in the worker), stand-ins' numbers
-  refreshed, kept stand-ins put back, the idle policies run (``idle.py``), the reserve grows
-  (and shrinks once no stand-in has been asked for two intervals), the RAM split is sent.
+- **The timer** (:class:`Heartbeat`, one thread, every ``heartbeat_s``): the workers' latest
+  reports are taken from their liveness timers (the core's, which asks each worker's control
+  thread for its report at every ping: no Python runs in the worker, and this thread sends
+  nothing), stand-ins' numbers refreshed, kept stand-ins put back, the idle policies run
+  (``idle.py``), the reserve grows (and shrinks once no stand-in has been asked for two
+  intervals), the RAM split is sent. One message timer, then: the liveness ping; this one
+  paces the host-wide policies over what it brought (ADR 0020, "One heartbeat").
 
 The timer never changes the list's order (ledger.py says why); the boundary does.
 """
@@ -91,11 +94,13 @@ class Heartbeat:
         ledger = self._ledger
         for handle in ledger.handles():
             try:
-                generation, report = handle.heartbeat()
+                generation, report = handle.last_report()
             except Exception:
                 generation, report = None, None
             if report is None or generation is None:
                 ledger.mark_gone(handle)
+                continue
+            if _older(report, ledger.last_report(handle.name)):
                 continue
             ledger.refresh(handle, generation, report)
         ledger.restore_kept()
@@ -105,6 +110,15 @@ class Heartbeat:
             log.warning("[comfy-airlock] idle release failed: %s", e)
         update_reserve(shrink=RESERVE.quiet(2 * interval))
         update_ram(ledger)
+
+
+def _older(report: WorkerReport, known: WorkerReport | None) -> bool:
+    """Whether ``report`` is older than what the ledger has of the same process: a command's
+    answer (which a caller hands on at once) may be newer than what the liveness timer read
+    before it."""
+    if known is None or known.get("pid") != report.get("pid"):
+        return False
+    return int(report.get("seq") or 0) < int(known.get("seq") or 0)
 
 
 HEARTBEAT = Heartbeat()

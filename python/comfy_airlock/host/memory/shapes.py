@@ -106,7 +106,10 @@ class WorkerHandle(Protocol):
 
     def generation(self) -> int | None: ...
 
-    def heartbeat(self) -> tuple[int | None, Any]: ...
+    def last_report(self) -> tuple[int | None, Any]:
+        """The running generation and the report its liveness timer last read (None, None:
+        no process runs; a report of None: none read yet)."""
+        ...
 
     def model_command(
         self, generation: int, model: int, op: str, arg: float, timeout: float = 30.0

@@ -5,7 +5,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use airlock_device::{SIM_GPU_ENV, SimGpu, alive};
+use airlock_sim::{SIM_GPU_ENV, SimGpu, alive};
 
 const ROLE: &str = "AIRLOCK_TEST_ROLE";
 const SHARED_PID: &str = "AIRLOCK_TEST_SHARED_PID";

@@ -10,7 +10,7 @@
 //!
 //! readings clamped to `[0, total]`.
 
-use airlock_device::{CardSpec, Semantics, SimGpu, WddmParams};
+use airlock_sim::{CardSpec, Semantics, SimGpu, WddmParams};
 use proptest::collection::vec;
 use proptest::prelude::*;
 

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use crate::error::SimError;
 use crate::layout::{Proc, state};
 use crate::process;
-use crate::table::{STUCK_ROUNDS, backoff, me};
+use crate::wait::{STUCK_ROUNDS, backoff, me};
 
 /// The record table seen through one mapping.
 pub struct Procs<'a> {

@@ -8,7 +8,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
-use airlock_device::{CardSpec, Demotions, SIM_GPU_ENV, Semantics, SimError, SimGpu};
+use airlock_sim::{CardSpec, Demotions, SIM_GPU_ENV, Semantics, SimError, SimGpu};
 
 const ROLE: &str = "AIRLOCK_TEST_ROLE";
 const GIB: u64 = 1 << 30;

@@ -18,11 +18,11 @@
 //! the transition once that pid is gone.
 
 use std::sync::atomic::Ordering::SeqCst;
-use std::time::Duration;
 
 use crate::error::SimError;
 use crate::layout::{BYTES_MAX, Header, Slot, TAG_MAX, state, tag_hash, val};
 use crate::process;
+use crate::wait::{STUCK_ROUNDS, backoff, me};
 
 /// A tag, padded into the words a slot stores it in.
 pub struct TagKey<'t> {
@@ -79,29 +79,6 @@ pub struct Table<'a> {
     pub header: &'a Header,
     pub slots: &'a [Slot],
 }
-
-pub(crate) fn me() -> u32 {
-    rustix::process::getpid().as_raw_nonzero().get() as u32
-}
-
-/// Spins, then yields, then sleeps, with a little per-process jitter so two processes that
-/// withdrew from the same key do not collide again in lockstep.
-pub(crate) fn backoff(round: &mut u32) {
-    *round += 1;
-    if *round < 6 {
-        for _ in 0..(1u32 << *round) {
-            std::hint::spin_loop();
-        }
-    } else if *round < 20 {
-        std::thread::yield_now();
-    } else {
-        let jitter = u64::from(me() % 7);
-        std::thread::sleep(Duration::from_micros(20 + jitter * 10));
-    }
-}
-
-/// Rounds of waiting on a slot in transition before checking whether its actor died.
-pub(crate) const STUCK_ROUNDS: u32 = 200;
 
 impl Table<'_> {
     fn tag_eq(slot: &Slot, key: &TagKey<'_>) -> bool {
@@ -262,69 +239,86 @@ impl Table<'_> {
                     }
                 }
             };
-            let slot = &self.slots[i];
-            let cur = slot.val.load(SeqCst);
-            if val::generation(cur) != generation {
-                continue;
+            if let Some(done) = self.apply(i, generation, pid, tag, limit, &f)? {
+                return Ok(done);
             }
-            let old = val::bytes(cur);
-            let new = match f(old) {
-                Ok(n) if n > BYTES_MAX => Err(SimError::TooLarge {
-                    bytes: n,
-                    max: BYTES_MAX,
-                }),
-                other => other,
-            };
-            let new = match new {
-                Ok(n) => n,
-                Err(e) => {
-                    if old == 0 {
-                        self.reclaim(i, pid);
-                    }
-                    return Err(e);
+        }
+    }
+
+    /// Sets the live slot `i` of `(pid, tag)`, read at `generation`, to `f(current)`; `None`
+    /// when the slot changed meanwhile (the caller looks again).
+    fn apply(
+        &self,
+        i: usize,
+        generation: u64,
+        pid: u32,
+        tag: &str,
+        limit: Option<u64>,
+        f: &impl Fn(u64) -> Result<u64, SimError>,
+    ) -> Result<Option<Updated>, SimError> {
+        let slot = &self.slots[i];
+        let cur = slot.val.load(SeqCst);
+        if val::generation(cur) != generation {
+            return Ok(None);
+        }
+        let old = val::bytes(cur);
+        let new = match f(old) {
+            Ok(n) if n > BYTES_MAX => Err(SimError::TooLarge {
+                bytes: n,
+                max: BYTES_MAX,
+            }),
+            other => other,
+        };
+        let new = match new {
+            Ok(n) => n,
+            Err(e) => {
+                if old == 0 {
+                    self.reclaim(i, pid);
                 }
-            };
-            let reserved = if new > old {
-                self.reserve(new - old, limit)
-            } else {
-                Ok(0)
-            };
-            let used_after = match reserved {
-                Ok(u) => u,
-                Err(free) => {
-                    if old == 0 {
-                        self.reclaim(i, pid);
-                    }
-                    return Err(SimError::OutOfMemory {
-                        pid,
-                        tag: tag.to_owned(),
-                        requested: new - old,
-                        free,
-                    });
+                return Err(e);
+            }
+        };
+        let reserved = if new > old {
+            self.reserve(new - old, limit)
+        } else {
+            Ok(0)
+        };
+        let used_after = match reserved {
+            Ok(u) => u,
+            Err(free) => {
+                if old == 0 {
+                    self.reclaim(i, pid);
                 }
-            };
-            match slot
-                .val
-                .compare_exchange(cur, val::make(generation, new), SeqCst, SeqCst)
-            {
-                Ok(_) => {
-                    if new < old {
-                        self.header.used.fetch_sub(old - new, SeqCst);
-                    }
-                    if new == 0 {
-                        self.reclaim(i, pid);
-                    }
-                    return Ok(Updated {
-                        old,
-                        new,
-                        used_after,
-                    });
+                return Err(SimError::OutOfMemory {
+                    pid,
+                    tag: tag.to_owned(),
+                    requested: new - old,
+                    free,
+                });
+            }
+        };
+        match slot
+            .val
+            .compare_exchange(cur, val::make(generation, new), SeqCst, SeqCst)
+        {
+            Ok(_) => {
+                if new < old {
+                    self.header.used.fetch_sub(old - new, SeqCst);
                 }
-                Err(_) => {
-                    if new > old {
-                        self.header.used.fetch_sub(new - old, SeqCst);
-                    }
+                if new == 0 {
+                    self.reclaim(i, pid);
                 }
+                Ok(Some(Updated {
+                    old,
+                    new,
+                    used_after,
+                }))
+            }
+            Err(_) => {
+                if new > old {
+                    self.header.used.fetch_sub(new - old, SeqCst);
+                }
+                Ok(None)
             }
         }
     }
@@ -500,64 +494,5 @@ impl Table<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::layout::SLOT_COUNT;
-
-    fn table(total: u64) -> (Box<Header>, Vec<Slot>) {
-        let h = Box::new(Header::new(0, (0, 0, 0), total, "t", "GPU-t"));
-        let slots = (0..SLOT_COUNT).map(|_| Slot::default()).collect();
-        (h, slots)
-    }
-
-    #[test]
-    fn a_key_has_one_slot_under_contention() {
-        let (h, slots) = table(u64::MAX);
-        let t = Table {
-            header: &h,
-            slots: &slots,
-        };
-        std::thread::scope(|s| {
-            for n in 0..4u64 {
-                let t = &t;
-                s.spawn(move || {
-                    for k in 0..200u64 {
-                        let tag = format!("m{}", k % 5);
-                        t.update(7, &tag, None, |_| Ok(1 + (k + n) % 3)).unwrap();
-                        if k % 7 == 0 {
-                            t.update(7, &tag, None, |_| Ok(0)).unwrap();
-                        }
-                    }
-                });
-            }
-        });
-        let b = t.bookings();
-        let mut tags: Vec<_> = b.iter().map(|(_, tag, _)| tag.clone()).collect();
-        tags.sort();
-        tags.dedup();
-        assert_eq!(tags.len(), b.len(), "duplicate slots: {b:?}");
-        let sum: u64 = b.iter().map(|x| x.2).sum();
-        assert_eq!(h.used.load(SeqCst), sum);
-        assert!(slots.iter().all(|s| matches!(
-            state::kind(s.state.load(SeqCst)),
-            state::EMPTY | state::LIVE
-        )));
-    }
-
-    #[test]
-    fn stuck_transition_of_a_dead_process_is_undone() {
-        let (h, slots) = table(100);
-        let t = Table {
-            header: &h,
-            slots: &slots,
-        };
-        // pid_max is at most 2^22, so this actor cannot exist.
-        let dead = (1 << 22) + 5;
-        slots[0]
-            .state
-            .store(state::make(state::PENDING, dead, 9), SeqCst);
-        Table::write_tag(&slots[0], &TagKey::new("x").unwrap());
-        t.update(9, "x", None, |_| Ok(5)).unwrap();
-        assert_eq!(t.bookings(), vec![(9, "x".to_owned(), 5)]);
-    }
-}
+#[path = "table_tests.rs"]
+mod tests;

@@ -1,5 +1,7 @@
-//! What the host watches while it waits for a reply: ComfyUI's cancel, the pack's call
-//! deadline, and [`Worker.interrupt`](crate::host::Worker) from another thread.
+//! What the host watches while it waits for a reply: ComfyUI's cancel (asked of the host's
+//! code through [`CallHost::interrupted`](crate::CallHost::interrupted)), the pack's call
+//! deadline, and an interrupt requested from another thread (the binding's
+//! `Worker.interrupt()` sets the flag it lends).
 //!
 //! The wait wakes every [`TICK`] to look; whichever asks first raises the flag in the worker's
 //! signal page, and from then on the [`Escalation`] the user configured decides whether the
@@ -8,8 +10,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use airlock_supervisor::{Escalation, InterruptPolicy, Step, WorkerProcess};
-use pyo3::prelude::*;
+use crate::escalation::{Escalation, InterruptPolicy, Step};
+use crate::process::WorkerProcess;
 
 /// How often a waiting caller looks at the interrupt sources. A node that checks for
 /// interrupts stops within this plus its own check interval.
@@ -22,10 +24,9 @@ pub enum Cause {
     Deadline(Duration),
 }
 
+/// The interrupt sources of one call, and how far the escalation has gone.
 pub struct CallWatch<'a> {
     id: u64,
-    /// `interrupted() -> bool`, e.g. the host's `comfy.model_management.processing_interrupted`.
-    interrupted: Option<&'a Bound<'a, PyAny>>,
     deadline: Option<(Instant, Duration)>,
     requested: &'a AtomicBool,
     escalation: Escalation,
@@ -33,16 +34,16 @@ pub struct CallWatch<'a> {
 }
 
 impl<'a> CallWatch<'a> {
+    /// The watch of call `id`: `deadline` counts from now; `requested` is raised by whoever
+    /// wants the call stopped from another thread (taken when seen).
     pub fn new(
         id: u64,
-        interrupted: Option<&'a Bound<'a, PyAny>>,
         deadline: Option<Duration>,
         requested: &'a AtomicBool,
         policy: InterruptPolicy,
     ) -> Self {
         CallWatch {
             id,
-            interrupted,
             deadline: deadline.map(|d| (Instant::now() + d, d)),
             requested,
             escalation: Escalation::new(policy),
@@ -72,8 +73,9 @@ impl<'a> CallWatch<'a> {
         }
     }
 
-    /// Looks at every source once; runs the escalation step that is due.
-    pub fn tick(&mut self, py: Python<'_>, process: &WorkerProcess) {
+    /// Looks at every source once (`host_interrupted` last: it may run the host's code); runs
+    /// the escalation step that is due.
+    pub fn tick(&mut self, process: &WorkerProcess, host_interrupted: impl FnOnce() -> bool) {
         let now = Instant::now();
         if self.escalation.is_flagged() {
             match self.escalation.due(now) {
@@ -89,29 +91,13 @@ impl<'a> CallWatch<'a> {
             && now >= at
         {
             Some(Cause::Deadline(d))
-        } else if self.host_interrupted(py) {
+        } else if host_interrupted() {
             Some(Cause::Interrupted)
         } else {
             None
         };
         if let Some(c) = cause {
             self.stop(process, c);
-        }
-    }
-
-    fn host_interrupted(&mut self, py: Python<'_>) -> bool {
-        let Some(f) = self.interrupted else {
-            return false;
-        };
-        match f.call0().and_then(|r| r.is_truthy()) {
-            Ok(b) => b,
-            Err(e) => {
-                // A broken interrupt source must not break the call: it is reported once and
-                // not asked again during this call.
-                e.write_unraisable(py, Some(f));
-                self.interrupted = None;
-                false
-            }
         }
     }
 

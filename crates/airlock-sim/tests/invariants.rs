@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use airlock_device::{Booking, SimError, SimGpu};
+use airlock_sim::{Booking, SimError, SimGpu};
 use proptest::collection::vec;
 use proptest::prelude::*;
 

@@ -4,7 +4,20 @@
 
 use airlock_env::{DiscoveredPack, EnvDryRun, EnvOptions, Lines, Outcome, dry_run};
 
-pub fn plan(opts: &EnvOptions, found: &[DiscoveredPack], names: &[String], json: bool) -> i32 {
+use super::{NO_BASE, Place, discover};
+
+/// `airlock plan [PACK...]`: the packs found under `place`'s base, or a usage error.
+pub(crate) fn plan(opts: &EnvOptions, place: &Place, names: &[String], json: bool) -> i32 {
+    match place.base() {
+        Some(base) => plan_found(opts, &discover(&base), names, json),
+        None => {
+            eprintln!("{NO_BASE}");
+            2
+        }
+    }
+}
+
+fn plan_found(opts: &EnvOptions, found: &[DiscoveredPack], names: &[String], json: bool) -> i32 {
     let wanted = |p: &&DiscoveredPack| {
         names.is_empty()
             || names.iter().any(|n| {

@@ -49,7 +49,7 @@ class Codec:
 
 _BY_TYPE: dict[type, Codec] = {}
 _BY_NAME: dict[str, Codec] = {}
-# comfy-env's serializers match a class by its __name__ along the MRO (host/comfy_env_api.py).
+# comfy-env's serializers match a class by its __name__ along the MRO (comfy_env_api.py).
 _BY_CLASS_NAME: dict[str, tuple[str, Callable[[Any], Any], Callable[[Any], Any]]] = {}
 
 

@@ -24,7 +24,7 @@ def register_nodes(nodes_package="nodes"):
     ``__init__.py``: proxies for the nodes of each ``nodes/<sub>/comfy-env.toml`` (or of
     ``nodes/`` when it has the file), running in their own environments; folders without one
     imported here, as comfy-env does. In a worker: nothing (the worker imports the nodes)."""
-    from comfy_airlock.host import comfy_env_api as host
+    from comfy_airlock import comfy_env_api as host
 
     file, module = _caller()
     return host.register_nodes(file, module, nodes_package)
@@ -33,7 +33,7 @@ def register_nodes(nodes_package="nodes"):
 def setup_env():
     """``prestartup_script.py``: says whether each of the calling pack's environments is
     ready. Never raises."""
-    from comfy_airlock.host import comfy_env_api as host
+    from comfy_airlock import comfy_env_api as host
 
     file, _ = _caller()
     host.setup_env(file)
@@ -41,7 +41,7 @@ def setup_env():
 
 def install(config=None, node_dir=None, log_callback=None, dry_run=False):
     """``install.py``: builds the calling pack's environments (``dry_run``: plans them)."""
-    from comfy_airlock.host import comfy_env_api as host
+    from comfy_airlock import comfy_env_api as host
 
     file, _ = _caller()
     return host.install(
@@ -53,7 +53,7 @@ def copy_files(src, dst, pattern="*", overwrite=False):
     """Copies files matching ``pattern`` from ``src`` to ``dst`` (relative paths: from the
     calling script's folder; ``input/``, ``output/``, ``temp/``, ``user/``: ComfyUI's own
     folders). Existing files are kept unless ``overwrite``. Returns how many were copied."""
-    from comfy_airlock.host import comfy_env_api as host
+    from comfy_airlock import comfy_env_api as host
 
     file, _ = _caller()
     return host.copy_files(file, src, dst, pattern, overwrite)
@@ -62,6 +62,6 @@ def copy_files(src, dst, pattern="*", overwrite=False):
 def register_serializer(type_name, serialize, deserialize=None, tag=None):
     """A custom socket type: instances of a class named ``type_name`` (or a subclass) cross
     as ``serialize(obj, recurse)`` and are rebuilt by ``deserialize(payload, recurse)``."""
-    from comfy_airlock.host import comfy_env_api as host
+    from comfy_airlock import comfy_env_api as host
 
     host.register_serializer(type_name, serialize, deserialize, tag)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import stat
 import sys
 import textwrap
@@ -11,6 +12,13 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+
+# A run started in the background by a non-interactive shell (`make test &`) has SIGINT ignored,
+# and an ignored signal stays ignored across exec: every ComfyUI the tests start would ignore
+# Ctrl-C, and the Ctrl-C tests would test the shell. Python's own handler makes children start
+# with the default disposition again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parent.parent
 HELPERS = Path(__file__).resolve().parent / "helpers"

@@ -20,6 +20,17 @@ WORKER_SIDE = Path(__file__).resolve().parent / "worker_side"
 _names = itertools.count(1)
 
 
+@pytest.fixture(autouse=True)
+def _no_kept_copies(monkeypatch):
+    """Kept copies (ADR 0027) hold a sent tensor's region on purpose, for its next send; these
+    tests count every region still leased as a leak, so they run with keeping off, on both
+    sides (tests/test_kept.py tests keeping)."""
+    from comfy_airlock import settings
+
+    monkeypatch.setenv("AIRLOCK_KEEP_SENT_MIB", "0")
+    monkeypatch.setattr(settings.get(), "keep_sent", 0)
+
+
 @pytest.fixture
 def leaks() -> LeakChecker:
     return LeakChecker()

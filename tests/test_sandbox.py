@@ -222,7 +222,7 @@ def test_the_pack_runs_inside(world, make_pack):
     p = make_pack(enabled=True, network=False)
     meta = p.scan()
     assert "SandboxProbe" in meta["nodes"]
-    out = p.run("SandboxProbe", "1", "go", {"text": "hi"})
+    out = p.run("SandboxProbe", "1", "go", ({"text": "hi"}, None))
     assert out == ("packdata:hi",)
 
 

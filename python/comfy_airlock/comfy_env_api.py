@@ -125,22 +125,33 @@ def _env_name(pkg_dir: str, config: str) -> str:
     return folder if sub == "nodes" else f"{folder}/{sub}"
 
 
+def _envs(pkg_dir: str) -> list[tuple[str, str]]:
+    """``(name, config)`` for each ``comfy-env.toml`` of the pack."""
+    return [(_env_name(pkg_dir, c), c) for c in _configs(pkg_dir)]
+
+
+def _ensure(pkg_dir: str, config: str, *, build: bool, progress: Any = None) -> Any:
+    from comfy_airlock import env
+
+    return env.ensure_env(
+        pkg_dir,
+        comfyui_dir=_comfyui_dir(pkg_dir),
+        host_python=sys.executable,
+        build=build,
+        progress=progress,
+        config=config,
+    )
+
+
 def setup_env(caller_file: str | None) -> None:
     if _in_worker() or not caller_file:
         return
     pkg_dir = os.path.dirname(os.path.abspath(caller_file))
     from comfy_airlock import env
 
-    for config in _configs(pkg_dir):
-        name = _env_name(pkg_dir, config)
+    for name, config in _envs(pkg_dir):
         try:
-            info = env.ensure_env(
-                pkg_dir,
-                comfyui_dir=_comfyui_dir(pkg_dir),
-                host_python=sys.executable,
-                build=False,
-                config=config,
-            )
+            info = _ensure(pkg_dir, config, build=False)
             log.info("[comfy-airlock] %s: [OK] environment %s", name, info["env_dir"])
         except env.EnvMissing as e:
             log.warning(
@@ -162,17 +173,9 @@ def install(pkg_dir: str | None, log_callback: Any = None, dry_run: bool = False
     for line in root_config.peer_report(pkg_dir, root_config.read(pkg_dir)):
         say(line)
     failed = []
-    for config in _configs(pkg_dir):
-        name = _env_name(pkg_dir, config)
+    for name, config in _envs(pkg_dir):
         try:
-            info = env.ensure_env(
-                pkg_dir,
-                comfyui_dir=_comfyui_dir(pkg_dir),
-                host_python=sys.executable,
-                build=not dry_run,
-                progress=say,
-                config=config,
-            )
+            info = _ensure(pkg_dir, config, build=not dry_run, progress=say)
             say(f"{name}: ready: {info['env_dir']}")
         except env.EnvMissing as e:
             say(f"{name}: would build: {str(e).splitlines()[0]}")

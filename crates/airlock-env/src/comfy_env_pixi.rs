@@ -53,9 +53,7 @@ pub(crate) fn conda_dependencies(
     v: &Value<'_>,
     parts: &mut Parts,
 ) -> Result<(), ConfigError> {
-    for (name, spec) in sorted(doc.table(key, v)?) {
-        let name = name.get_ref().as_ref();
-        let full = format!("{key}.{name}");
+    for (name, full, spec) in doc.entries(key, v)? {
         let mut s = CondaSpec::new(name, "*");
         match spec.get_ref() {
             DeValue::String(text) => s.version = text.trim().to_string(),

@@ -141,9 +141,7 @@ fn pypi_dependencies(
     v: &Value<'_>,
     parts: &mut Parts,
 ) -> Result<(), ConfigError> {
-    for (name, spec) in sorted(doc.table(key, v)?) {
-        let name = name.get_ref().as_ref();
-        let full = format!("{key}.{name}");
+    for (name, full, spec) in doc.entries(key, v)? {
         let req = match spec.get_ref() {
             DeValue::String(s) => format!("{name}{}", version(s)),
             DeValue::Table(t) => from_table(doc, pack_dir, &full, name, t, parts)?,

@@ -210,16 +210,9 @@ fn pypi(plan: &Plan, uv: &Uv, scratch: &Path, log: &RunLog<'_>) -> Vec<Outcome> 
             .map_err(|e| BuildError::io(IoOp::Write, &path)(e).to_string())
     };
     let written = write(req_in.clone(), plan.inputs.requirements_in()).and_then(|_| {
-        if plan.inputs.constraints.is_empty() {
-            return Ok(());
+        if let Some(text) = plan.inputs.constraints_txt() {
+            files.push(write(scratch.join("constraints.txt"), text)?);
         }
-        let text: String = plan
-            .inputs
-            .constraints
-            .iter()
-            .map(|l| format!("{l}\n"))
-            .collect();
-        files.push(write(scratch.join("constraints.txt"), text)?);
         Ok(())
     });
     if let Err(e) = written {
@@ -234,15 +227,7 @@ fn pypi(plan: &Plan, uv: &Uv, scratch: &Path, log: &RunLog<'_>) -> Vec<Outcome> 
     args.push(plan.inputs.interpreter.version.clone().into());
     args.extend(constraint_args(&files));
     args.extend(["--no-header", "--no-annotate"].map(OsString::from));
-    if let Some(url) = &plan.inputs.index_url {
-        args.extend(["--index-url".into(), url.into()]);
-    }
-    for url in &plan.inputs.extra_index_urls {
-        args.extend(["--extra-index-url".into(), url.into()]);
-    }
-    for link in &plan.inputs.find_links {
-        args.extend(["--find-links".into(), link.into()]);
-    }
+    args.extend(plan.inputs.index_args());
     args.extend([req_in.into(), "-o".into(), lock.clone().into()]);
     let out = match uv.run(&args, scratch, log) {
         Ok(o) => o,

@@ -55,6 +55,29 @@ impl Inputs {
         s
     }
 
+    /// The constraints file's text (`uv pip compile --constraint`); `None` without any.
+    pub fn constraints_txt(&self) -> Option<String> {
+        if self.constraints.is_empty() {
+            return None;
+        }
+        Some(self.constraints.iter().map(|l| format!("{l}\n")).collect())
+    }
+
+    /// uv's index and find-links arguments for these inputs.
+    pub fn index_args(&self) -> Vec<std::ffi::OsString> {
+        let mut args = Vec::new();
+        if let Some(url) = &self.index_url {
+            args.extend(["--index-url".into(), url.into()]);
+        }
+        for url in &self.extra_index_urls {
+            args.extend(["--extra-index-url".into(), url.into()]);
+        }
+        for link in &self.find_links {
+            args.extend(["--find-links".into(), link.into()]);
+        }
+        args
+    }
+
     /// The inputs hash, 64 hex characters.
     pub fn hash(&self) -> String {
         let mut reqs: Vec<String> = self

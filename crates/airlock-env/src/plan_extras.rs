@@ -117,14 +117,8 @@ pub(crate) fn prepare(
     let req_in = dir.join("requirements.in");
     write_atomic(&req_in, requirements.as_bytes()).map_err(BuildError::io(IoOp::Write, &req_in))?;
     let mut constraint_files = Vec::new();
-    if !plan.inputs.constraints.is_empty() {
+    if let Some(text) = plan.inputs.constraints_txt() {
         let c = dir.join("constraints.txt");
-        let text: String = plan
-            .inputs
-            .constraints
-            .iter()
-            .map(|l| format!("{l}\n"))
-            .collect();
         write_atomic(&c, text.as_bytes()).map_err(BuildError::io(IoOp::Write, &c))?;
         constraint_files.push(c);
     }

@@ -144,6 +144,22 @@ impl<'a> Doc<'a> {
         }
     }
 
+    /// The entries of the table at `key` in file order, each with its name and its full key
+    /// (`key.name`, what errors about it say).
+    pub fn entries<'t>(
+        &self,
+        key: &str,
+        v: &'t Value<'a>,
+    ) -> Result<Vec<(&'t str, String, &'t Value<'a>)>, ConfigError> {
+        Ok(sorted(self.table(key, v)?)
+            .into_iter()
+            .map(|(k, val)| {
+                let name = k.get_ref().as_ref();
+                (name, format!("{key}.{name}"), val)
+            })
+            .collect())
+    }
+
     /// `[env_vars]`: a table of strings, names that can be set in a process environment.
     pub fn env_vars(
         &self,

@@ -82,15 +82,7 @@ pub(crate) fn resolve(
         ]
         .map(OsString::from),
     );
-    if let Some(url) = &plan.inputs.index_url {
-        args.extend(["--index-url".into(), url.into()]);
-    }
-    for url in &plan.inputs.extra_index_urls {
-        args.extend(["--extra-index-url".into(), url.into()]);
-    }
-    for link in &plan.inputs.find_links {
-        args.extend(["--find-links".into(), link.into()]);
-    }
+    args.extend(plan.inputs.index_args());
     args.extend([
         req_in.into_os_string(),
         "-o".into(),

@@ -27,6 +27,16 @@ pub fn side_from(code: u8) -> PyResult<Side> {
     }
 }
 
+/// The region `(side, segment, offset, len)` as the Python codec spells it.
+fn region(side: u8, segment: u32, offset: u64, len: u64) -> PyResult<Region> {
+    Ok(Region {
+        side: side_from(side)?,
+        segment,
+        offset,
+        len,
+    })
+}
+
 pub fn region_tuple(r: &Region) -> (u8, u32, u64, u64) {
     (side_code(r.side), r.segment, r.offset, r.len)
 }
@@ -87,12 +97,7 @@ impl Lane {
         nbytes: u64,
     ) -> PyResult<()> {
         let (side, segment, offset, len) = region;
-        let region = Region {
-            side: side_from(side)?,
-            segment,
-            offset,
-            len,
-        };
+        let region = self::region(side, segment, offset, len)?;
         let inner = self.inner.clone();
         // SAFETY: the codec passes the data pointer of an object it keeps alive for the call,
         // spanning `nbytes`.
@@ -102,24 +107,14 @@ impl Lane {
 
     /// Returns a lease that was never sent.
     fn unalloc(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
-        self.inner.unalloc(Region {
-            side: side_from(side)?,
-            segment,
-            offset,
-            len,
-        });
+        self.inner.unalloc(region(side, segment, offset, len)?);
         Ok(())
     }
 
     /// The value being encoded refers back to this peer region (a tensor passed on without a
     /// copy): our release of it waits until the frame is sent.
     fn pin_returned(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
-        self.inner.pin_returned(Region {
-            side: side_from(side)?,
-            segment,
-            offset,
-            len,
-        });
+        self.inner.pin_returned(region(side, segment, offset, len)?);
         Ok(())
     }
 
@@ -127,23 +122,13 @@ impl Lane {
     /// one more hold for the peer, which its release drops.
     fn hold_own(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
         self.inner
-            .hold_own(Region {
-                side: side_from(side)?,
-                segment,
-                offset,
-                len,
-            })
+            .hold_own(region(side, segment, offset, len)?)
             .map_err(|e| ProtocolError::new_err(e.to_string()))
     }
 
     /// Our last view of a peer region is gone. Safe from finalizers on any thread.
     fn release(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
-        self.inner.release(Region {
-            side: side_from(side)?,
-            segment,
-            offset,
-            len,
-        });
+        self.inner.release(region(side, segment, offset, len)?);
         Ok(())
     }
 
@@ -205,12 +190,7 @@ pub struct Releaser {
 #[pymethods]
 impl Releaser {
     fn __call__(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
-        self.inner.release(Region {
-            side: side_from(side)?,
-            segment,
-            offset,
-            len,
-        });
+        self.inner.release(region(side, segment, offset, len)?);
         Ok(())
     }
 }

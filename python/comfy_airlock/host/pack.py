@@ -21,6 +21,7 @@ from comfy_airlock.host import comfy_state, events
 from comfy_airlock.host.memory import admission, heartbeat
 from comfy_airlock.host.memory.ledger import LEDGER
 from comfy_airlock.host.memory.ram import RAM
+from comfy_airlock.host.prompt_context import Outbound
 from comfy_airlock.host.timing import Timing
 from comfy_airlock.supervisor import Worker
 from comfy_airlock.worker_env import worker_env
@@ -288,16 +289,10 @@ class IsolatedPack:
     def scan(self) -> dict[str, Any]:
         return self.call("comfy_airlock.worker.comfy:scan")
 
-    def run(
-        self,
-        node_id: str,
-        key: str,
-        method: str,
-        kwargs: dict[str, Any],
-        context: dict[str, Any] | None = None,
-    ) -> Any:
-        """Runs a node method in the worker; ``context``: host/prompt_context.py's."""
+    def run(self, node_id: str, key: str, method: str, inputs: Outbound) -> Any:
+        """Runs a node method in the worker; ``inputs``: host/prompt_context.py's."""
         self.stats.last_node_at = time.time()
+        kwargs, context = inputs
         try:
             return self.call(NODE_TARGET, node_id, key, method, kwargs, context, node=True)
         except CallInterrupted as e:

@@ -46,9 +46,11 @@ def graph_prefix() -> list[Any] | None:
     ]
 
 
-def outbound(
-    kwargs: dict[str, Any], dynprompt_inputs: Iterable[str]
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+#: A node call's inputs as they cross: the arguments, and the context to send with them.
+Outbound = tuple[dict[str, Any], dict[str, Any] | None]
+
+
+def outbound(kwargs: dict[str, Any], dynprompt_inputs: Iterable[str]) -> Outbound:
     """The arguments to send, and the context to send with them (None: nothing to add)."""
     context: dict[str, Any] = {}
     dynprompts = {}

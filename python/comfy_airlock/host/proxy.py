@@ -70,18 +70,17 @@ def run_node(
     node_id: str,
     key: str,
     method: str,
-    kwargs: dict[str, Any],
-    context: dict[str, Any] | None = None,
+    inputs: prompt_context.Outbound,
 ) -> Any:
     """One forwarded node method: its inputs checked (a value of another pack's worker, a
     model of ComfyUI's, fail here, named), the values ComfyUI let go of released in the
     worker first, and the references in its result stamped with this pack (ADR 0023)."""
-    _check_inputs(pack.name, node_id, kwargs)
-    pack_values.check_inputs(pack.name, node_id, kwargs)
+    _check_inputs(pack.name, node_id, inputs[0])
+    pack_values.check_inputs(pack.name, node_id, inputs[0])
     for token, ids in pack_values.pending_releases(pack.name).items():
         if pack.alive():
             pack.call("comfy_airlock.pack_values:release", token, ids)
-    return pack_values.claim(pack.name, pack.run(node_id, key, method, kwargs, context))
+    return pack_values.claim(pack.name, pack.run(node_id, key, method, inputs))
 
 
 def _to_torch(value: Any) -> Any:
@@ -145,7 +144,7 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
 
     def run(self, **kwargs: Any) -> Any:
         args = prompt_context.outbound(kwargs, dynprompts)
-        return _fix_outputs(meta, run_node(pack, node_id, self._airlock_key, function, *args))
+        return _fix_outputs(meta, run_node(pack, node_id, self._airlock_key, function, args))
 
     attrs: dict[str, Any] = {
         "__init__": __init__,
@@ -171,7 +170,7 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
 
         def IS_CHANGED(cls, **kwargs: Any) -> Any:
             args = prompt_context.outbound(kwargs, dynprompts)
-            return run_node(pack, node_id, "", "IS_CHANGED", *args)
+            return run_node(pack, node_id, "", "IS_CHANGED", args)
 
         attrs["IS_CHANGED"] = classmethod(IS_CHANGED)
 
@@ -180,7 +179,7 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
 
         def VALIDATE_INPUTS(*args: Any, **kwargs: Any) -> Any:
             args = prompt_context.outbound(kwargs, ())
-            return run_node(pack, node_id, "", "VALIDATE_INPUTS", *args)
+            return run_node(pack, node_id, "", "VALIDATE_INPUTS", args)
 
         # ComfyUI passes only the inputs this signature names (and input_types if named).
         VALIDATE_INPUTS.__signature__ = _signature(spec)  # type: ignore[attr-defined]
@@ -190,7 +189,7 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
 
         def check_lazy_status(self, **kwargs: Any) -> Any:
             args = prompt_context.outbound(kwargs, dynprompts)
-            return run_node(pack, node_id, self._airlock_key, "check_lazy_status", *args)
+            return run_node(pack, node_id, self._airlock_key, "check_lazy_status", args)
 
         attrs["check_lazy_status"] = check_lazy_status
 

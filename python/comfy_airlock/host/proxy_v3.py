@@ -79,12 +79,12 @@ def build_v3_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
 
     def forward(method: str):
         def call(cls: Any, **kwargs: Any) -> Any:
-            return run_node(pack, node_id, "", method, *with_hidden(cls, kwargs))
+            return run_node(pack, node_id, "", method, with_hidden(cls, kwargs))
 
         return call
 
     def execute(cls: Any, **kwargs: Any) -> Any:
-        out = run_node(pack, node_id, "", "execute", *with_hidden(cls, kwargs))
+        out = run_node(pack, node_id, "", "execute", with_hidden(cls, kwargs))
         return _fix_outputs(outputs_meta, out)
 
     def define_schema(cls: Any) -> Any:

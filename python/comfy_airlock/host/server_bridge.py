@@ -26,6 +26,32 @@ def prompt_server() -> Any:
     return getattr(getattr(server, "PromptServer", None), "instance", None)
 
 
+def take_pending(pending: list[Any]) -> list[Any]:
+    """The routes noted since the last call, emptying ``pending``; none while ComfyUI's server
+    is not up (they stay noted for the next call). The caller holds its lock."""
+    if prompt_server() is None:
+        return []
+    todo = list(pending)
+    pending.clear()
+    return todo
+
+
+def serve_static(pack: str, url: str, path: str, what: str) -> bool:
+    """Serves ``path`` at ``url`` by a ``web.static`` entry in ``PromptServer.instance.routes``,
+    as a pack adds a route (and as upstream's ``add_routes`` serves its own folders); False,
+    logged naming the pack, where the server refused it."""
+    server = prompt_server()
+    if server is None:
+        return False
+    try:
+        server.routes.static(url, path)
+    except (RuntimeError, ValueError) as e:
+        log.error("[comfy-airlock] pack %r: %s not served: %s", pack, url, e)
+        return False
+    log.info("[comfy-airlock] pack %r: %s %s served as %s", pack, what, path, url)
+    return True
+
+
 def answer(payload: Any) -> Any:
     """The answer to ``server?``; an error is a ``{"error": ...}`` the worker raises."""
     server = prompt_server()

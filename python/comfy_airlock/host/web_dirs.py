@@ -29,7 +29,7 @@ import threading
 import urllib.parse
 from dataclasses import dataclass
 
-from comfy_airlock.host.server_bridge import prompt_server
+from comfy_airlock.host.server_bridge import serve_static, take_pending
 
 log = logging.getLogger("comfy_airlock")
 
@@ -114,23 +114,12 @@ def remember(pack: str, pack_dir: str, web_directory: str | None) -> None:
 def mount_pending() -> None:
     """Adds a static route for each folder noted since the last call (before ComfyUI's
     ``add_routes``: our custom node is imported before it runs)."""
-    server = prompt_server()
-    if server is None:
-        return
     with _LOCK:
-        todo = list(_PENDING)
-        _PENDING.clear()
+        todo = take_pending(_PENDING)
         _MOUNTED.update(d.name for d in todo)
     for d in todo:
-        try:
-            # As upstream's add_routes does for EXTENSION_WEB_DIRS, through the route table.
-            server.routes.static(PREFIX + d.name, d.path)
-        except (RuntimeError, ValueError) as e:
-            log.error("[comfy-airlock] pack %r: %s%s not served: %s", d.pack, PREFIX, d.name, e)
-            continue
-        log.info(
-            "[comfy-airlock] pack %r: web folder %s served as %s%s", d.pack, d.path, PREFIX, d.name
-        )
+        # As upstream's add_routes does for EXTENSION_WEB_DIRS, through the route table.
+        serve_static(d.pack, PREFIX + d.name, d.path, "web folder")
 
 
 def listing() -> list[str]:

@@ -16,13 +16,10 @@ is ComfyUI's answer, which we do not rewrite.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 
-from comfy_airlock.host.server_bridge import prompt_server
-
-log = logging.getLogger("comfy_airlock")
+from comfy_airlock.host.server_bridge import serve_static, take_pending
 
 PREFIX = "/api/workflow_templates/"
 # Upstream's order; each folder that exists is served under the same prefix.
@@ -51,18 +48,9 @@ def remember(pack: str, pack_dir: str) -> None:
 
 
 def mount_pending() -> None:
-    """Adds a static route for each folder noted since the last call (before ComfyUI's
-    ``add_routes``: our custom node is imported before it runs)."""
-    server = prompt_server()
-    if server is None:
-        return
+    """Serves the workflow folders noted since the last call, as ``add_routes`` would (our
+    custom node is imported before ComfyUI runs it)."""
     with _LOCK:
-        todo = list(_PENDING)
-        _PENDING.clear()
+        todo = take_pending(_PENDING)
     for pack, url, path in todo:
-        try:
-            server.routes.static(url, path)
-        except (RuntimeError, ValueError) as e:
-            log.error("[comfy-airlock] pack %r: %s not served: %s", pack, url, e)
-            continue
-        log.info("[comfy-airlock] pack %r: example workflows %s served as %s", pack, path, url)
+        serve_static(pack, url, path, "example workflows")

@@ -16,6 +16,13 @@ def python_module(pack_dir: str) -> str:
     return f"custom_nodes.{os.path.basename(os.path.normpath(pack_dir))}"
 
 
+# A V3 node's hidden values (PROMPT, UNIQUE_ID, DYNPROMPT...) cross among its inputs under
+# this prefix: natively they reach the class clone apart from the inputs, and a node may have
+# an input of a hidden value's name (Easy-Use's promptLine: an input "prompt" beside hidden
+# PROMPT). Only an input literally named "hidden:prompt" (and the like) would be mistaken.
+HIDDEN_PREFIX = "hidden:"
+
+
 # V1 class attributes a proxy carries as they are (besides INPUT_TYPES and FUNCTION).
 NODE_ATTRS = (
     "RETURN_TYPES",

@@ -204,7 +204,9 @@ def test_v3_outputs_are_native(pair):
     # The lazy label was asked for, and carries the hidden unique_id of its node and what its
     # DYNPROMPT says of it.
     assert native["3"]["text"][0] == "ab+ab+ab@1:ShapesV3Repeat"
-    assert native["5"]["text"] == ["a dog@4"]  # an input named "prompt" is the input
+    # An input named "prompt" is the input, and hidden PROMPT the prompt (Easy-Use's
+    # promptLine has both: the isolated node lost its input before this was fixed).
+    assert native["5"]["text"] == ["a dog@4[1,2,3,4,5]"]
 
 
 def test_v3_validation_is_native(pair):

@@ -24,7 +24,7 @@ from comfy_airlock.host.proxy import (
     class_name,
     run_node,
 )
-from comfy_airlock.node_surface import python_module
+from comfy_airlock.node_surface import HIDDEN_PREFIX, python_module
 
 # V3's V1 method names in the scan's ``methods``, and the V3 names ComfyUI calls.
 _V3_NAMES = {
@@ -69,13 +69,16 @@ def build_v3_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
     methods = meta.get("methods") or {}
     outputs_meta = {"RETURN_TYPES": tuple(info.get("output") or ())}
 
-    def with_hidden(cls: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-        # ComfyUI's PREPARE_CLASS_CLONE put the hidden values on the clone; the worker's
-        # real class gets them by name, DYNPROMPT rebuilt there (ADR 0022).
+    def with_hidden(cls: Any, kwargs: dict[str, Any]) -> prompt_context.Outbound:
+        # ComfyUI's PREPARE_CLASS_CLONE put the hidden values on the clone, apart from the
+        # inputs (a node may have an input named like a hidden value: Easy-Use's promptLine
+        # has an input "prompt" and hidden PROMPT); they travel under keys no input can
+        # have, the worker's real class gets them as hidden, DYNPROMPT rebuilt there (ADR 0022).
         holder = getattr(cls, "hidden", None)
         for name in hidden:
-            kwargs[name] = getattr(holder, name, None)
-        return prompt_context.outbound(kwargs, ["dynprompt"] if "dynprompt" in hidden else ())
+            kwargs[HIDDEN_PREFIX + name] = getattr(holder, name, None)
+        dynprompt = HIDDEN_PREFIX + "dynprompt"
+        return prompt_context.outbound(kwargs, [dynprompt] if "dynprompt" in hidden else ())
 
     def forward(method: str):
         def call(cls: Any, **kwargs: Any) -> Any:

@@ -25,7 +25,12 @@ from typing import Any
 
 from comfy_airlock import pack_values, settings
 from comfy_airlock.comfy_values import register_comfy_codecs
-from comfy_airlock.node_surface import FOLDER_ROOTS, folder_to_scan, python_module
+from comfy_airlock.node_surface import (
+    FOLDER_ROOTS,
+    HIDDEN_PREFIX,
+    folder_to_scan,
+    python_module,
+)
 from comfy_airlock.worker import describe, interrupts, models, server_shim, startup
 from comfy_airlock.worker import routes as _routes
 from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly
@@ -359,14 +364,16 @@ def _await(value: Any) -> Any:
 
 
 def _hidden_v3(kwargs: dict[str, Any], declared: Any) -> dict[Any, Any]:
-    """The hidden values the host sent, by the names the node declares hidden: an ordinary
-    input may bear a hidden one's name (an input called ``prompt``)."""
+    """The hidden values the host sent (under ``HIDDEN_PREFIX``: an ordinary input may bear a
+    hidden one's name, an input called ``prompt`` beside hidden PROMPT), for the names the
+    node declares hidden."""
     from comfy_api.latest import io
 
     hidden = {}
     for h in io.Hidden:
-        if h.name in kwargs and h.name in (declared or {}):
-            hidden[h] = kwargs.pop(h.name)
+        value = kwargs.pop(HIDDEN_PREFIX + h.name, None)
+        if h.name in (declared or {}):
+            hidden[h] = value
     return hidden
 
 

@@ -103,8 +103,8 @@ class V3Old(io.ComfyNode):
 
 
 class V3Prompt(io.ComfyNode):
-    """An ordinary input named like a hidden one (``prompt``), next to a hidden input, as a
-    prompt-text node has it."""
+    """An ordinary input named like a hidden one (``prompt``), next to hidden inputs, that one
+    among them, as Easy-Use's ``promptLine`` has it."""
 
     @classmethod
     def define_schema(cls):
@@ -113,12 +113,13 @@ class V3Prompt(io.ComfyNode):
             category="airlock shapes/v3",
             inputs=[io.String.Input("prompt", multiline=True, default="a cat")],
             outputs=[io.String.Output()],
-            hidden=[io.Hidden.unique_id],
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
         )
 
     @classmethod
     def execute(cls, prompt):
-        return io.NodeOutput(f"{prompt}@{cls.hidden.unique_id}")
+        nodes = ",".join(sorted(cls.hidden.prompt))  # the prompt's node ids, as natively
+        return io.NodeOutput(f"{prompt}@{cls.hidden.unique_id}[{nodes}]")
 
 
 class ShapesV3Extension(ComfyExtension):

@@ -14,13 +14,16 @@ execution treat the proxy as the real class:
   key. Without it, ComfyUI would drop every input not listed.
 
 JSON of either is what natively serves (``/object_info`` is the same): the string, the items.
-The worker makes the markers (:func:`to_marker` from ``describe``); the host's proxy turns them
-back (:func:`from_marker`).
+:func:`plain` makes the markers (the worker's scan, for the host's proxies; the host, for a node
+a worker looks up in ``nodes.NODE_CLASS_MAPPINGS``); :func:`from_marker` turns them back.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+log = logging.getLogger("comfy_airlock")
 
 KEY = "__airlock_shape__"
 _PROBE = "\x00airlock-probe"
@@ -103,3 +106,33 @@ def from_marker(value: Any) -> Any:
     if isinstance(value, list):
         return [from_marker(v) for v in value]
     return value
+
+
+def plain(value: Any, where: str) -> Any:
+    """Metadata as plain values, the two shapes above as markers; anything else becomes its
+    ``str`` (logged), since the other side only needs to show and validate it."""
+    marker = any_type_of(value)
+    if marker is not None:
+        return marker
+    flexible = flexible_of(value)
+    if flexible is not None:
+        spec, items = flexible
+        return {
+            KEY: "flexible",
+            "any": plain(spec, where),
+            "items": plain(items, where),
+        }
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple):
+        return tuple(plain(v, where) for v in value)
+    if isinstance(value, list):
+        return [plain(v, where) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v, where) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return [plain(v, where) for v in value]
+    log.warning(
+        "%s: %r is not plain data; the other side sees its text", where, type(value).__name__
+    )
+    return str(value)

@@ -104,6 +104,7 @@ def test_v3_object_info_is_native(pair):
         "ShapesV3Digest",
         "ShapesV3Old",
         "ShapesV3Prompt",
+        "ShapesV3ClassOf",
     }
     # A str Enum in a schema (display_mode) serves as its value, as natively.
     assert native["ShapesV3Repeat"]["input"]["required"]["times"][1]["display"] == "slider"
@@ -207,6 +208,22 @@ def test_v3_outputs_are_native(pair):
     # An input named "prompt" is the input, and hidden PROMPT the prompt (Easy-Use's
     # promptLine has both: the isolated node lost its input before this was fixed).
     assert native["5"]["text"] == ["a dog@4[1,2,3,4,5]"]
+
+
+def test_another_packs_node_is_in_node_class_mappings(pair):
+    # A node of real-shapes-v1 (its own worker, isolated) feeds a node of real-shapes-v3 that
+    # reads its class in nodes.NODE_CLASS_MAPPINGS, as Easy-Use's indexAnything does: the
+    # worker asks the host, and sees the class's surface as natively (a KeyError before).
+    prompt = {
+        "1": {"class_type": "ShapesV3Range", "inputs": {"start": 2, "stop": 9}},
+        "2": {"class_type": "ShapesV3ClassOf", "inputs": {"any": ["1", 0]}},
+        "3": {"class_type": "PreviewAny", "inputs": {"source": ["2", 0]}},
+    }
+    native, _ = assert_same_outputs(pair, prompt)
+    assert native["3"]["text"] == [
+        "ShapesV3Range[0] list=True types=['INT', 'INT'] output_node=False "
+        "required=['start', 'stop'] in=True unknown=False get=none values=3"
+    ]
 
 
 def test_v3_validation_is_native(pair):

@@ -91,6 +91,8 @@ REQUESTS = [
     ("GET", "/static/hello.txt", None, {}),
     ("HEAD", "/static/hello.txt", None, {}),
     ("GET", "/static/nope.txt", None, {}),
+    # The prefix itself, without a file (KJNodes' GET /kjweb_async): a directory, 403 natively.
+    ("GET", "/static", None, {}),
     ("GET", "/app/listed", None, {}),
     ("GET", "/module-routes", None, {}),
     ("GET", "/echo?q=1&q=2&z=%20sp", None, {"X-Custom": "yes", "Cookie": "c=biscuit"}),

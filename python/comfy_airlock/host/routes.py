@@ -5,8 +5,8 @@ The scan reports every route a pack registered at import (worker/routes.py). At 
 node's import, as a native pack would at its own, each is mounted the way the pack made it:
 ``PromptServer.instance.routes`` routes on the host's route table (which upstream's
 ``add_routes()`` later also serves under ``/api``), ``app.router`` routes, static directories
-and sub-applications on the host's router (static and sub-app prefixes as a catch-all under
-the prefix, served by the worker's own aiohttp). So no worker starts for this: the first
+and sub-applications on the host's router (a static or sub-app prefix as itself and a
+catch-all under it, as aiohttp matches them, served by the worker's own aiohttp). So no worker starts for this: the first
 request starts it.
 
 A request is read whole (ComfyUI's ``--max-upload-size`` bounds it), sent to the worker as
@@ -94,10 +94,12 @@ def _mount(server: Any, name: str, desc: dict[str, Any]) -> None:
             server.routes.route(desc["method"], path)(handler)
         elif kind == "route":
             _add_route(server.app.router, desc["method"], path, handler, desc.get("name"))
-        else:  # a static directory or a sub-application: everything under the prefix
-            tail = path.rstrip("/") + "/{tail:.*}"
+        else:  # a static directory or a sub-application: the prefix and all under it
+            # (aiohttp's resource matches the bare prefix too: a directory, 403 for a static one).
+            prefix = path.rstrip("/")
             for method in ("GET", "HEAD") if kind == "static" else ("*",):
-                _add_route(server.app.router, method, tail, handler, None)
+                for p in (prefix, prefix + "/{tail:.*}") if prefix else ("/{tail:.*}",):
+                    _add_route(server.app.router, method, p, handler, None)
     except (RuntimeError, ValueError) as e:
         log.error("[comfy-airlock] pack %r: route %s %s not served: %s", name, kind, path, e)
 

@@ -12,6 +12,7 @@ import logging
 import sys
 from typing import Any
 
+from comfy_airlock.host import node_classes
 from comfy_airlock.server_surface import QUEUE_ATTRS, QUEUE_METHODS
 
 log = logging.getLogger("comfy_airlock")
@@ -70,6 +71,8 @@ def answer(payload: Any) -> Any:
         return None
     if op == "queue":
         return _queue(server.prompt_queue, payload)
+    if op == "node_class":
+        return node_classes.surface(str(payload.get("name")))
     return {"error": f"unknown question to the server: {op!r}"}
 
 

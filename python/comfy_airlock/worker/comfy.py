@@ -31,7 +31,14 @@ from comfy_airlock.node_surface import (
     folder_to_scan,
     python_module,
 )
-from comfy_airlock.worker import describe, interrupts, models, server_shim, startup
+from comfy_airlock.worker import (
+    describe,
+    host_nodes,
+    interrupts,
+    models,
+    server_shim,
+    startup,
+)
 from comfy_airlock.worker import routes as _routes
 from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly
 from comfy_airlock.worker.server_shim import encode_preview as _encode_preview
@@ -188,7 +195,8 @@ def _load_pack() -> None:
 def _into_comfy_mappings() -> None:
     """The pack's nodes in ``nodes.NODE_CLASS_MAPPINGS``, as ComfyUI adds them after importing
     a pack (never over one of its own nodes): a node that looks up another of its pack's
-    classes there at run time finds it. Other packs' nodes are not there (they live elsewhere)."""
+    classes there at run time finds it. Other packs' nodes are asked of the host by name
+    (worker/host_nodes.py)."""
     comfy_nodes = sys.modules.get("nodes")
     mappings = getattr(comfy_nodes, "NODE_CLASS_MAPPINGS", None)
     if not isinstance(mappings, dict):
@@ -212,6 +220,7 @@ def _prepare(pack_dir: str) -> None:
         startup.load_comfyui(
             _CONFIG["comfyui_dir"], _run_async, _CONFIG.get("comfy_requirements", True)
         )
+        host_nodes.install()  # other packs' nodes, looked up by name (worker/host_nodes.py)
 
 
 def _collect(module: types.ModuleType) -> None:

@@ -14,8 +14,8 @@ import inspect
 import logging
 from typing import Any
 
-from comfy_airlock import type_shapes
 from comfy_airlock.node_surface import NODE_ATTRS
+from comfy_airlock.type_shapes import plain
 
 log = logging.getLogger("comfy_airlock.worker")
 
@@ -29,34 +29,6 @@ METHODS = {
 
 class OddNode(Exception):
     """A node ComfyUI could not describe either; the message says why."""
-
-
-def plain(value: Any, where: str) -> Any:
-    """Metadata as plain values; anything else becomes its ``str`` (logged), since the host
-    only needs to show and validate it."""
-    marker = type_shapes.any_type_of(value)
-    if marker is not None:
-        return marker
-    flexible = type_shapes.flexible_of(value)
-    if flexible is not None:
-        spec, items = flexible
-        return {
-            type_shapes.KEY: "flexible",
-            "any": plain(spec, where),
-            "items": plain(items, where),
-        }
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, tuple):
-        return tuple(plain(v, where) for v in value)
-    if isinstance(value, list):
-        return [plain(v, where) for v in value]
-    if isinstance(value, dict):
-        return {str(k): plain(v, where) for k, v in value.items()}
-    if isinstance(value, (set, frozenset)):
-        return [plain(v, where) for v in value]
-    log.warning("%s: %r is not plain data; the host sees its text", where, type(value).__name__)
-    return str(value)
 
 
 def _argspec(fn: Any) -> dict[str, Any]:

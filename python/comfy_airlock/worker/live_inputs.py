@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from comfy_airlock.type_shapes import plain
 from comfy_airlock.worker import comfy
-from comfy_airlock.worker.describe import plain
 
 log = logging.getLogger("comfy_airlock.worker")
 

@@ -92,7 +92,7 @@ def _ui_payload(event: Any, data: Any) -> Any:
     return data
 
 
-def _ask(op: str, **payload: Any) -> Any:
+def ask_host(op: str, **payload: Any) -> Any:
     """A question to the host's server. Only the call's own thread may read the lane, and only
     inside a call; elsewhere this raises ``LookupError``."""
     if threading.current_thread() is not threading.main_thread() or link.LINK is None:
@@ -133,12 +133,12 @@ class PromptQueue:
         if name in self._FORWARDED:
 
             def forwarded(*args: Any, **kwargs: Any) -> Any:
-                return _ask("queue", method=name, args=list(args), kwargs=kwargs)
+                return ask_host("queue", method=name, args=list(args), kwargs=kwargs)
 
             forwarded.__name__ = name
             return forwarded
         if name in QUEUE_ATTRS:
-            return _ask("queue", method=name, args=[], kwargs={})
+            return ask_host("queue", method=name, args=[], kwargs={})
         raise AttributeError(
             f"prompt_queue.{name} is not available in an isolated pack's worker "
             f"(comfy-airlock forwards {', '.join(self._FORWARDED)}, currently_running, "
@@ -154,14 +154,14 @@ def _host_value(name: str) -> Any:
         if name in self._set:
             return self._set[name]
         try:
-            return _ask("ids")[name]
+            return ask_host("ids")[name]
         except LookupError:
             return None
 
     def set_(self: PromptServer, value: Any) -> None:
         if name == "number":  # the host's prompt counter (a pack queueing prompts bumps it)
             try:
-                _ask("set_number", value=int(value))
+                ask_host("set_number", value=int(value))
                 return
             except LookupError:
                 pass

@@ -6,6 +6,7 @@ import hashlib
 
 import torch
 from comfy_api.latest import ComfyExtension, io
+from nodes import NODE_CLASS_MAPPINGS as ALL_NODE_CLASS_MAPPINGS
 
 
 class V3Repeat(io.ComfyNode):
@@ -122,9 +123,43 @@ class V3Prompt(io.ComfyNode):
         return io.NodeOutput(f"{prompt}@{cls.hidden.unique_id}[{nodes}]")
 
 
+class V3ClassOf(io.ComfyNode):
+    """Reads the class of the node that feeds it in ComfyUI's NODE_CLASS_MAPPINGS, bound at
+    import, as Easy-Use's ``indexAnything`` reads another pack's node's ``OUTPUT_IS_LIST``
+    (through hidden PROMPT and UNIQUE_ID, lists under ``is_input_list``)."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3ClassOf",
+            category="airlock shapes/v3",
+            is_input_list=True,
+            inputs=[io.AnyType.Input("any")],
+            outputs=[io.String.Output()],
+            hidden=[io.Hidden.prompt, io.Hidden.unique_id],
+        )
+
+    @classmethod
+    def execute(cls, any):
+        prompt, uid = cls.hidden.prompt, cls.hidden.unique_id
+        prompt = prompt[0] if isinstance(prompt, list) else prompt
+        uid = uid[0] if isinstance(uid, list) else uid
+        source, slot = prompt[uid]["inputs"]["any"]
+        class_type = prompt[source]["class_type"]
+        node = ALL_NODE_CLASS_MAPPINGS[class_type]
+        required = sorted(node.INPUT_TYPES().get("required") or {})
+        return io.NodeOutput(
+            f"{class_type}[{slot}] list={list(node.OUTPUT_IS_LIST)[slot]} "
+            f"types={list(node.RETURN_TYPES)} output_node={bool(node.OUTPUT_NODE)} "
+            f"required={required} in={class_type in ALL_NODE_CLASS_MAPPINGS} "
+            f"unknown={'NoSuchNode' in ALL_NODE_CLASS_MAPPINGS} "
+            f"get={ALL_NODE_CLASS_MAPPINGS.get('NoSuchNode', 'none')} values={len(any)}"
+        )
+
+
 class ShapesV3Extension(ComfyExtension):
     async def get_node_list(self):
-        return [V3Repeat, V3Noise, V3Digest, V3Old, V3Prompt]
+        return [V3Repeat, V3Noise, V3Digest, V3Old, V3Prompt, V3ClassOf]
 
 
 async def comfy_entrypoint():

@@ -151,9 +151,12 @@ def test_routes_mount_as_the_pack_made_them(caplog):
             host_routes._mount(server, "pk", d)
     assert [(r.method, r.path) for r in server.routes] == [("GET", "/p/t")]
     on_app = [(r.method, r.resource.canonical) for r in server.app.router.routes()]
+    # A static prefix is mounted bare too, as aiohttp matches it (a directory: 403).
     assert on_app == [
         ("POST", "/p/a/{x}"),
+        ("GET", "/p/static"),
         ("GET", "/p/static/{tail}"),
+        ("HEAD", "/p/static"),
         ("HEAD", "/p/static/{tail}"),
     ]
     assert "pack 'pk': route GET /p/t is already registered" in caplog.text

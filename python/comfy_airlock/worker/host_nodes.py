@@ -16,7 +16,7 @@ What asks: ``mapping[name]``, ``name in mapping``, ``mapping.get(name)``. Listin
 not the worker's to use, so nothing is asked and the mapping answers as a plain dict. A node
 found is kept (a loaded node stays loaded); "no such node" is not, since the pack's scan runs
 while ComfyUI is still loading custom nodes (natively too, a pack loaded later is not there yet
-at import, and is at run time).
+at import, and is at run time). Why so, and not otherwise: ADR 0029.
 """
 
 from __future__ import annotations
@@ -88,7 +88,6 @@ def stand_in(name: str, found: dict[str, Any]) -> type:
     attrs[str(attrs.get("FUNCTION") or "execute")] = runs_elsewhere
     attrs["__doc__"] = f"Node {name!r} of {runs_in}, as this worker sees it (no function)."
     attrs["__module__"] = __name__
-    attrs["AIRLOCK_RUNS_IN"] = runs_in
     return type(name if name.isidentifier() else "HostNode", (), attrs)
 
 

@@ -3,8 +3,9 @@
 
 The surface is what the class declares, made plain: ``INPUT_TYPES()`` and the class attributes
 ComfyUI reads (``RETURN_TYPES``, ``OUTPUT_IS_LIST``, ``OUTPUT_NODE``, ``FUNCTION``...), the "any"
-and flexible shapes as markers (type_shapes). Nothing is called but ``INPUT_TYPES``, which
-ComfyUI itself calls for ``/object_info``; the host's list is only read.
+and flexible shapes as markers (type_shapes). What runs is what ``/object_info`` runs too:
+``INPUT_TYPES`` and, for a V3 class, the properties that compute those attributes from its
+schema; the host's list is only read.
 """
 
 from __future__ import annotations

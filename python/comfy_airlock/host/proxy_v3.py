@@ -72,8 +72,8 @@ def build_v3_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
     def with_hidden(cls: Any, kwargs: dict[str, Any]) -> prompt_context.Outbound:
         # ComfyUI's PREPARE_CLASS_CLONE put the hidden values on the clone, apart from the
         # inputs (a node may have an input named like a hidden value: Easy-Use's promptLine
-        # has an input "prompt" and hidden PROMPT); they travel under keys no input can
-        # have, the worker's real class gets them as hidden, DYNPROMPT rebuilt there (ADR 0022).
+        # has an input "prompt" and hidden PROMPT); they travel under HIDDEN_PREFIX keys, the
+        # worker's real class gets them as hidden, DYNPROMPT rebuilt there (ADR 0022).
         holder = getattr(cls, "hidden", None)
         for name in hidden:
             kwargs[HIDDEN_PREFIX + name] = getattr(holder, name, None)

@@ -134,6 +134,32 @@ def scenario_rerequest():
     }
 
 
+def scenario_currently_used():
+    """Seed row 38, with upstream's own pattern (``comfy/controlnet.py``, the model-patch
+    nodes): ``loaded_models(only_currently_used=True)`` before an encode, then
+    ``load_models_gpu`` of what it returned. A partly offloaded worker model must not be in
+    that list, so nothing loads it back; the host's own model, loaded just before, is."""
+    pack = load_pack()
+    call(pack, "make_model", "A", 16, "cuda:0", 4)
+    call(pack, "offload", "A", 12 * MIB)
+    host = LocalModel(CARD[0], "H", [[4 * MIB, True]])
+    insert_local(host)
+    before = call(pack, "commands")
+    used = mm.loaded_models(only_currently_used=True)
+    mm.load_models_gpu(used)
+    return {
+        "used": [getattr(p.model, "name", None) for p in used],
+        "all": sorted(getattr(p.model, "name", "?") for p in mm.loaded_models()),
+        "flags": {
+            getattr(lm.model.model, "name", "?"): lm.currently_used
+            for lm in mm.current_loaded_models
+        },
+        "commands_before": before,
+        "commands_after": call(pack, "commands"),
+        "residency": call(pack, "residency"),
+    }
+
+
 def scenario_unload_all():
     """unload_all_models (the Free button, POST /free, --disable-smart-memory, the OOM branch)
     releases worker models. Under --cpu upstream walks only cpu, so the test points its device

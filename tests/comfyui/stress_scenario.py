@@ -23,14 +23,15 @@ The concurrency is the one ComfyUI really has, no more and no less:
   each worker's control thread executing evictions while its main thread runs a node; a
   status reader (the ``/airlock/status`` route, on the server thread); a chaos thread that
   kills one worker per 30 s of run (at least one, evenly spaced) with SIGKILL, in turn one
-  mid-call and one idle holding models in upstream's ledger, and frees its memory on the card
-  as the driver does when a process dies. The worker's next node starts it again (the core respawns it).
+  mid-call (holding memory on the card) and one idle holding models in upstream's ledger, each
+  waited for until the next kill is due (a slow machine reaches these moments later, not
+  never), and frees its memory on the card as the driver does when a process dies. The worker's next node starts it again (the core respawns it).
 
 The checks (each failure is a line in ``problems``): every thread finishes (else all stacks are
 dumped with faulthandler and the run fails as stuck); every admission gets an answer; no node
 fails except in a worker the chaos thread killed, and no worker dies otherwise; nothing past the
 card and no demotion (device-wide: also every granted load whole); upstream's list is changed
-off the execution thread only by the bridge's documented append; after every worker node,
+never off the execution thread (not even an append: ADR 0030); after every worker node,
 each model the worker holds has exactly one entry in upstream's list; and at the end, after a
 last report from each live worker and a sync, no model is lost: every model a worker holds is
 in its own ledger and has exactly one stand-in in upstream's list with its bytes, no stand-in
@@ -132,9 +133,7 @@ class GuardedList(list):
         super().insert(i, x)
 
     def append(self, x):
-        name = threading.current_thread().name
-        if name not in ALLOWED:
-            STATS["appends_off_thread"][name] = STATS["appends_off_thread"].get(name, 0) + 1
+        self._note("append")
         super().append(x)
 
     def pop(self, i=-1):
@@ -166,7 +165,6 @@ STATS: dict = {
     "idle": {"passes": 0, "idle": 0, "pressure": 0},
     "status_reads": 0,
     "status_errors": [],
-    "appends_off_thread": {},
 }
 _STATS_LOCK = threading.Lock()
 
@@ -513,39 +511,58 @@ def _dead(pid: int) -> bool:
 
 
 def chaos(card, actors: list[WorkerActor], ex: Execution, seconds: float, t0: float, kills: list):
-    """SIGKILLs a worker at evenly spaced moments: on odd kills the one whose node runs now
-    (mid-call), on even ones an idle one with models in upstream's ledger (whose stand-ins must
-    then leave it); then frees its memory on the card, as the driver does when a process dies
-    (``reap``; on WDDM its exit is also a re-partition)."""
+    """SIGKILLs a worker at evenly spaced moments, each of the kind not yet done (mid-call
+    first, then idle, then in turn): mid-call, the worker whose node runs now, once it holds
+    memory on the card (a worker still starting has nothing for the driver to free); idle, one
+    with models in upstream's ledger (whose stand-ins must then leave it). Each waits for its
+    moment until the next kill is due, however slow the machine; then frees the dead worker's
+    memory on the card, as the driver does when a process dies (``reap``; on WDDM its exit is
+    also a re-partition). A kind whose moment never came is recorded as skipped, with what the
+    chaos thread saw, and the test says so."""
     n = max(1, round(seconds / 30))
     names = [a.name for a in actors]
 
     def ledgered(name: str) -> int:
         return sum(1 for s in LEDGER.standins(name) if not s.gone and s.loaded_size() > 0)
 
+    def on_card(name: str) -> bool:
+        pid = next(a for a in actors if a.name == name).pack.worker().pid
+        return pid is not None and card.used_by(pid) > 0
+
+    done = {"mid_call": 0, "idle": 0}
     for k in range(1, n + 1):
         at = t0 + seconds * k / (n + 1)
+        until = t0 + seconds * (k + 1) / (n + 1)
         while time.monotonic() < at:
             time.sleep(0.005)
-        busy = ex.inflight
-        while time.monotonic() < at + 10:  # wait (a little) for the moment wanted
+        kind = "mid_call" if done["mid_call"] <= done["idle"] else "idle"
+        target, seen = None, {"polls": 0, "busy_on_card": 0, "idle_ledgered": 0}
+        nodes_before = ex.nodes
+        while target is None and time.monotonic() < until:
             busy = ex.inflight
-            if k % 2 == 1 and busy in names:
-                target = busy
-                break
+            seen["polls"] += 1
+            if busy in names and on_card(busy):
+                seen["busy_on_card"] += 1
+                if kind == "mid_call":
+                    target = busy
+                    break
             idle = [x for x in names if x != busy and ledgered(x)]
-            if k % 2 == 0 and idle:
-                target = max(idle, key=ledgered)
-                break
+            if idle:
+                seen["idle_ledgered"] += 1
+                if kind == "idle":
+                    target = max(idle, key=ledgered)
+                    break
             time.sleep(0.001)
-        else:
-            target = names[k % len(names)]
+        if target is None:
+            seen["nodes_run"] = ex.nodes - nodes_before
+            kills.append({"kind": kind, "skipped": f"no moment in {until - at:.1f} s", **seen})
+            continue
         standins = ledgered(target)
         a = next(x for x in actors if x.name == target)
         w = a.pack.worker()
         pid, generation = w.pid, w.generation
         if pid is None or not w.alive:
-            kills.append({"worker": target, "skipped": "not running"})
+            kills.append({"kind": kind, "worker": target, "skipped": "not running"})
             continue
         held = card.used_by(pid)
         KILLS[target] = KILLS.get(target, 0) + 1
@@ -553,9 +570,11 @@ def chaos(card, actors: list[WorkerActor], ex: Execution, seconds: float, t0: fl
         deadline = time.monotonic() + 30
         while not _dead(pid) and time.monotonic() < deadline:
             time.sleep(0.005)
+        done[kind] += 1
         kills.append(
             {
                 "t": round(time.monotonic() - t0, 3),
+                "kind": kind,
                 "worker": target,
                 "pid": pid,
                 "generation": generation,
@@ -817,7 +836,6 @@ def main() -> None:
             "commands": STATS["commands"],
             "refusals": STATS["refusals"],
             "idle": STATS["idle"],
-            "appends_off_thread": STATS["appends_off_thread"],
             "status_reads": STATS["status_reads"],
             "arbiter": stats,
             "watch": watch,

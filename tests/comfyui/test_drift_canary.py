@@ -181,18 +181,21 @@ def test_upstream_free_memory_reading_is_still_blind_to_other_processes(comfyui_
     assert "mem_get_info" in names, "upstream no longer reads torch.cuda.mem_get_info"
 
 
-def test_detach_is_called_by_model_unload_with_the_amount_in_memory_to_free(comfyui_dir):
-    """Tripwire for the stand-in's ``detach`` translation (docs/adr/0013): on a blind platform
-    it reads what upstream wants freed from the caller's frame, ``LoadedModel.model_unload``'s
-    ``memory_to_free`` argument. If upstream renames it or detaches from elsewhere, the stand-in
-    falls back to a full unload and the headline with small worker models over-evicts again."""
+def _function(tree: ast.Module, cls_name: str | None, name: str) -> ast.FunctionDef:
+    body = tree.body
+    if cls_name is not None:
+        body = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == cls_name).body
+    return next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def test_model_unload_detaches_without_an_amount(comfyui_dir):
+    """Tripwire for ``StandIn.detach`` (docs/adr/0030): upstream's ``LoadedModel.model_unload``
+    asks for a part through ``partially_unload(offload_device, memory_to_free)`` and otherwise
+    calls ``self.model.detach(unpatch_weights)`` with no amount, so the stand-in unloads whole.
+    If upstream starts passing what it wants freed, the stand-in can free only that (and a
+    blind platform's over-eviction, ADR 0030, goes): re-read it then."""
     tree = ast.parse((comfyui_dir / "comfy" / "model_management.py").read_text())
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "LoadedModel")
-    fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "model_unload")
-    assert "memory_to_free" in [a.arg for a in fn.args.args], (
-        "LoadedModel.model_unload no longer takes memory_to_free: StandIn.detach cannot read "
-        "upstream's request (host/standin.py _upstream_request)"
-    )
+    fn = _function(tree, "LoadedModel", "model_unload")
     detaches = [
         c
         for c in ast.walk(fn)
@@ -203,14 +206,28 @@ def test_detach_is_called_by_model_unload_with_the_amount_in_memory_to_free(comf
         and c.func.value.attr == "model"
     ]
     assert detaches, "LoadedModel.model_unload no longer calls self.model.detach"
-    assigned = {
-        t.id
+    for c in detaches:
+        assert len(c.args) <= 1 and not c.keywords, (
+            f"model_unload now calls detach with {ast.unparse(c)}: it may pass the amount "
+            "upstream wants freed, which StandIn.detach could honour (ADR 0030)"
+        )
+
+
+def test_loaded_models_filters_on_currently_used(comfyui_dir):
+    """Tripwire for seed row 38: upstream's ``loaded_models(only_currently_used=True)`` (what
+    ``comfy/controlnet.py`` reloads after an encode) filters on ``LoadedModel.currently_used``,
+    which ``LoadedModel.__init__`` sets True; the ledger clears it on every stand-in it
+    inserts (host/memory/ledger.py ``insert``). If upstream filters on anything else, a worker
+    model may be reloaded by the host's nodes again."""
+    tree = ast.parse((comfyui_dir / "comfy" / "model_management.py").read_text())
+    fn = _function(tree, None, "loaded_models")
+    read = {
+        n.attr
         for n in ast.walk(fn)
-        if isinstance(n, (ast.Assign, ast.AugAssign))
-        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-        if isinstance(t, ast.Name)
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
     }
-    assert "memory_to_free" not in assigned, (
-        "model_unload now reassigns memory_to_free before detaching: the frame read would "
-        "see a changed amount"
+    assert "only_currently_used" in [a.arg for a in fn.args.args]
+    assert "currently_used" in read, (
+        "loaded_models(only_currently_used=True) no longer reads currently_used: re-check that "
+        "stand-ins stay out of what the controlnet pattern reloads"
     )

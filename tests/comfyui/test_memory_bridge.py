@@ -55,6 +55,17 @@ def test_rerequested_standin_is_not_unloaded(comfyui_dir):
     assert r["residency"] == {"A": 8 * MIB, "B": 8 * MIB}
 
 
+def test_loaded_models_currently_used_leaves_worker_models_alone(comfyui_dir):
+    r = run("currently_used", comfyui_dir)
+    # Stand-ins register with currently_used False (seed row 38): upstream's controlnet pattern
+    # reloads the host's model it just used, never a worker's partly offloaded one.
+    assert r["used"] == ["H"], r
+    assert r["all"] == ["A", "H"], r
+    assert r["flags"] == {"A": False, "H": True}, r
+    assert r["commands_after"] == r["commands_before"], r
+    assert r["residency"] == {"A": 4 * MIB}, r
+
+
 def test_unload_all_models_releases_worker_models(comfyui_dir):
     r = run("unload_all", comfyui_dir)
     assert r["used_before"] == 24 * MIB

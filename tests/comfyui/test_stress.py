@@ -61,9 +61,11 @@ def test_four_workers_and_the_host_load_and_evict_at_once(results, semantics):
     actors = r["actors"]
     assert set(actors) == {"host", "W1", "W2", "W3", "W4"}
     assert all(a["rounds"] >= 10 for a in actors.values()), actors
+    # A kill whose moment never came (none before the next was due) is skipped, with what the
+    # chaos thread saw meanwhile: shown here when the kinds below are missing.
     kills = [k for k in r["kills"] if "pid" in k]
-    assert kills and any(k["mid_call"] for k in kills), kills
-    assert any(not k["mid_call"] and k["standins"] > 0 for k in kills), kills
+    assert kills and any(k["mid_call"] for k in kills), r["kills"]
+    assert any(not k["mid_call"] and k["standins"] > 0 for k in kills), r["kills"]
     assert all(k["reaped"] or (k["held"] == 0 and semantics != "wddm") for k in kills), kills
     assert sum(a["generations"] - 1 for n, a in actors.items() if n != "host") >= 1, actors
     adm = r["admissions"]

@@ -106,21 +106,31 @@ def test_headline_on_device_wide_needs_no_reserve(results):
     assert r["before"]["reserve"] == r["after"]["reserve"] == r["base_reserve"]
 
 
-def test_headline_with_small_worker_models_evicts_at_most_one_model_more(results):
+def test_headline_with_small_worker_models_never_over_admits(results):
     """Worker models smaller than upstream's request: upstream detaches each whole without
     saying how much it wants (``model_unload`` calls ``detach(True)``), and its blind reading
-    never moves; the stand-in reads the amount from upstream's frame and gives only what the
-    truth still lacks (docs/adr/0013)."""
+    never moves, so each such stand-in unloads whole (docs/adr/0030: nothing reads upstream's
+    frames). More is evicted than the truth lacks; nothing is over-admitted, and the ledger
+    holds exactly what the worker holds. (WDDM: the Linux product never runs this path.)"""
     r = result(results, "headline_small", "wddm", "on")
     assert r["after"]["demotions"] == {"count": 0, "bytes": 0}
     assert r["peak_overcommitted"] == 0
     assert r["host_resident"] == 6 * GIB
-    assert r["optimal_evicted"] <= r["evicted"] <= r["optimal_evicted"] + r["largest_model"]
-    # Upstream dropped the entries of models the worker kept; the heartbeat put them back, and
-    # the ledger holds exactly what the worker holds.
-    assert r["popped_kept"], "the translated detach was not exercised"
+    assert r["optimal_evicted"] <= r["evicted"]
+    assert r["popped_kept"] == [], "a model upstream detached is still held by the worker"
     held = {k: v for k, v in r["worker_residency"].items() if v > 0}
     assert r["ledger_after_heartbeat"] == held
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ADR 0030: detach(True) carries no amount and the stand-in reads none from upstream's "
+    "frames, so on a blind platform every worker model smaller than upstream's request is "
+    "evicted whole (the Linux product never takes this path)",
+)
+def test_headline_with_small_worker_models_evicts_at_most_one_model_more(results):
+    r = result(results, "headline_small", "wddm", "on")
+    assert r["evicted"] <= r["optimal_evicted"] + r["largest_model"], r["evicted"]
 
 
 # --- b. a worker load admitted by the host ----------------------------------------------------

@@ -233,10 +233,9 @@ def headline(semantics: str, models: list[tuple[str, int]]):
     trace.mark("host loaded")
     after = card_state(card)
     worker_after = card.used_by(wpid)
-    # Upstream drops every worker entry it detached; those the worker kept must come back
-    # before the next call boundary (the heartbeat puts them back, host/memory/ledger.py).
+    # Upstream drops every worker entry it detached, and the worker unloaded each whole (ADR
+    # 0030): none may be resident and out of the ledger.
     popped = sorted(r["name"] for r in LEDGER.rows() if r["resident"] > 0 and not r["in_ledger"])
-    wait_for(lambda: all(r["in_ledger"] for r in LEDGER.rows() if r["resident"] > 0), 10.0)
     ledger = {r["name"]: r["resident"] for r in LEDGER.rows() if r["in_ledger"]}
     residency = call(pack, "residency")
     time.sleep(0.3)

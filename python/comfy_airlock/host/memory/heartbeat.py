@@ -6,12 +6,12 @@
 - **The timer** (:class:`Heartbeat`, one thread, every ``heartbeat_s``): the workers' latest
   reports are taken from their liveness timers (the core's, which asks each worker's control
   thread for its report at every ping: no Python runs in the worker, and this thread sends
-  nothing), stand-ins' numbers refreshed, kept stand-ins put back, the idle policies run
+  nothing), stand-ins' numbers refreshed, the idle policies run
   (``idle.py``), the reserve grows (and shrinks once no stand-in has been asked for two
   intervals), the RAM split is sent. One message timer, then: the liveness ping; this one
   paces the host-wide policies over what it brought (ADR 0020, "One heartbeat").
 
-The timer never changes the list's order (ledger.py says why); the boundary does.
+The timer never changes upstream's list (ledger.py says why, ADR 0030); the boundary does.
 """
 
 from __future__ import annotations
@@ -103,7 +103,6 @@ class Heartbeat:
             if _older(report, ledger.last_report(handle.name)):
                 continue
             ledger.refresh(handle, generation, report)
-        ledger.restore_kept()
         try:
             idle.release_idle(ledger)
         except Exception as e:  # never let the policy stop the heartbeat

@@ -9,10 +9,10 @@ model, and drops ours when the model is gone or its worker generation is.
 Upstream walks ``current_loaded_models`` by index (``free_memory`` collects indices, then pops
 them), so the list is changed only on the thread that runs ComfyUI's prompts, at call
 boundaries (:meth:`Ledger.reconcile`, through ``heartbeat.sync``); the heartbeat thread changes
-numbers (:meth:`Ledger.refresh`) and marks dead workers' stand-ins as holding nothing, and
-queues the rest. The one exception is an append, which moves no index: the heartbeat puts back a
-stand-in upstream dropped while its worker kept the model (:meth:`Ledger.restore_kept`, ADR
-0013). The only writes into the host's ComfyUI are these entries.
+numbers (:meth:`Ledger.refresh`), marks dead workers' stand-ins as holding nothing, and queues
+the rest: an insert that must wait is the worker's newest report, kept until a boundary
+reconciles it (ADR 0030 says why none is lost). The only writes into the host's ComfyUI are
+these entries.
 """
 
 from __future__ import annotations
@@ -101,7 +101,6 @@ class Ledger:
                 if s.resident <= 0:
                     continue
                 seen.add(key)
-                s.kept = False
                 if not registered(mm, s):
                     insert(mm, s)
             for key in [k for k in self._standins if k[0] == name and k not in seen]:
@@ -148,22 +147,6 @@ class Ledger:
                 # stand-ins of its own, which this old one must not touch.
                 if s.handle is handle and not handle.alive_generation(key[1]):
                     s.gone = True
-
-    def restore_kept(self) -> None:
-        """Puts back the stand-ins upstream dropped while their worker kept the model (a
-        ``detach`` translated on a blind platform, standin.py), so that upstream can evict them
-        again before the next call boundary. Off ComfyUI's thread, so by appending: the one
-        change to the list that moves no index upstream may be holding (docs/adr/0013)."""
-        mm = _mm()
-        if mm is None:
-            return
-        with self._lock:
-            for s in self._standins.values():
-                if not s.kept or registered(mm, s):
-                    continue  # still listed: upstream's loop has not popped it yet
-                s.kept = False
-                if not s.gone and s.resident > 0:
-                    insert(mm, s, at_end=True)
 
     # --- readings -----------------------------------------------------------------------
 
@@ -257,20 +240,22 @@ def registered(mm: Any, s: StandIn) -> bool:
     return any(lm.model is s for lm in mm.current_loaded_models)
 
 
-def insert(mm: Any, s: StandIn, at_end: bool = False) -> None:
+def insert(mm: Any, s: StandIn) -> None:
     """As upstream registers a model: a LoadedModel that went through model_load, at the front
-    (most recently used), or ``at_end`` where the list may be walked by index on another thread.
-    The worker has loaded it already, so the load asked of the stand-in is skipped."""
+    (most recently used). The worker has loaded it already, so the load asked of the stand-in
+    is skipped."""
     lm = mm.LoadedModel(s)
     s.registering = True
     try:
         lm.model_load()
     finally:
         s.registering = False
-    if at_end:
-        mm.current_loaded_models.append(lm)
-    else:
-        mm.current_loaded_models.insert(0, lm)
+    # Not "in use this moment" for the host (seed row 38): upstream's controlnet and model-patch
+    # code reloads what ``loaded_models(only_currently_used=True)`` returns, and a worker's model
+    # is never one the host's running node uses. ``free_memory`` clears the flag on every
+    # candidate anyway; only ``load_models_gpu`` of the stand-in itself sets it again.
+    lm.currently_used = False
+    mm.current_loaded_models.insert(0, lm)
 
 
 LEDGER = Ledger()

@@ -4,7 +4,7 @@ Upstream ComfyUI's memory manager (``free_memory``, ``load_models_gpu``, ``unloa
 duck-types the patcher of each entry; a stand-in has exactly that surface (see
 ``docs/adr/0007-memory-bridge.md`` and the drift canary in ``tests/comfyui``) and obeys its
 arguments: ``detach(unpatch_all=False)`` moves nothing and sends nothing, ``detach(True)``
-unloads fully (on a blind platform, only what upstream's request still lacks: ADR 0013),
+unloads fully (upstream passes no amount, and nothing here reads one from its frames: ADR 0030),
 ``partially_unload`` returns the bytes the worker really freed (measured after it
 emptied its allocator cache, because upstream re-reads free memory right after), and
 ``partially_load`` passes upstream's budget through unchanged (``1e32``, ``0.1``, bytes, or a
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -35,20 +34,6 @@ from comfy_airlock.host.memory.shapes import ModelRow, WorkerHandle, WorkerRepor
 OnReport = Callable[[WorkerHandle, int, WorkerReport], None]
 
 log = logging.getLogger("comfy_airlock")
-
-
-def _upstream_request() -> float | None:
-    """What upstream's ``LoadedModel.model_unload`` was asked to free when it called
-    :meth:`StandIn.detach`, read from its frame; None from anywhere else (``unload_all_models``,
-    a clone, a future upstream that no longer passes it: then detach unloads fully, which
-    errs towards evicting more, never towards over-admission; the drift canary checks it)."""
-    frame = sys._getframe(2)  # 0: here, 1: detach, 2: its caller
-    if frame.f_code.co_name != "model_unload":
-        return None
-    if frame.f_globals.get("__name__") != "comfy.model_management":
-        return None
-    asked = frame.f_locals.get("memory_to_free")
-    return float(asked) if isinstance(asked, (int, float)) else None
 
 
 class ModelHandle:
@@ -93,8 +78,6 @@ class StandIn:
         self.registering = False
         # The worker died or was replaced: nothing is resident any more, nothing is sent.
         self.gone = False
-        # Upstream detached it but the worker keeps (part of) it: the heartbeat re-inserts it.
-        self.kept = False
         # The newest worker report that listed it (its ``seq``; 0: a report without one).
         self.report_seq = 0
 
@@ -162,22 +145,9 @@ class StandIn:
         # are, so nothing may move and nothing is sent.
         if not unpatch_all:
             return
-        # Upstream detaches a model smaller than what it still wants freed without saying how
-        # much that is; on a blind platform its reading never moves while workers free memory,
-        # so it would detach every worker model in turn. Its request is the caller's argument
-        # (``LoadedModel.model_unload(memory_to_free)``): translated as ``partially_unload``
-        # is, this model gives only what the truth still lacks (docs/adr/0013). Device-wide,
-        # ``unseen`` is 0 and this is a full unload, as asked.
-        asked = _upstream_request()
-        if asked is not None:
-            unseen = RESERVE.unseen(self.load_device)
-            want = asked - unseen
-            if unseen > 0 and want < self.loaded_size():
-                # Upstream drops the entry all the same; the heartbeat puts it back (kept).
-                self.kept = True
-                if want > 0:
-                    self.command("partially_unload", want)
-                return
+        # Upstream says only that the entry goes (``model_unload`` passes no amount): the
+        # worker unloads the model whole, as a ModelPatcher's detach does. On a blind platform
+        # this evicts more than upstream's request still lacks, never less (ADR 0030).
         self.command("unload", 0.0)
 
     # --- ours ---------------------------------------------------------------------------

@@ -222,9 +222,7 @@ def test_loaded_models_filters_on_currently_used(comfyui_dir):
     tree = ast.parse((comfyui_dir / "comfy" / "model_management.py").read_text())
     fn = _function(tree, None, "loaded_models")
     read = {
-        n.attr
-        for n in ast.walk(fn)
-        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
+        n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
     }
     assert "only_currently_used" in [a.arg for a in fn.args.args]
     assert "currently_used" in read, (

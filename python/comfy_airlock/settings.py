@@ -269,6 +269,15 @@ class Settings:
         side="sides",
         shown="`5`",
     )
+    module_hooks: bool = knob(
+        "AIRLOCK_MODULE_HOOKS",
+        _switch(on_unless=("off", "0", "false", "no")),
+        True,
+        "`off`: a worker does not watch its pack's `torch.nn.Module` moves, so a module the "
+        "pack moves onto ComfyUI's device is known only if the pack calls `register_model`",
+        side="worker",
+        shown="`on`",
+    )
     keep_sent: int = knob(
         "AIRLOCK_KEEP_SENT_MIB",
         _mib,

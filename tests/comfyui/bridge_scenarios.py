@@ -160,6 +160,71 @@ def scenario_currently_used():
     }
 
 
+def _held():
+    """Upstream's list as (name, loaded bytes, device), index 0 first."""
+    return [
+        [lm.model.model.name, lm.model.loaded_size(), str(lm.device)]
+        for lm in mm.current_loaded_models
+        if lm.model is not None
+    ]
+
+
+def scenario_pack_module():
+    """A pack's own network, never registered: moved onto ComfyUI's device (``cpu`` under
+    ``--cpu``) with ``.to()`` it is a worker model with a stand-in; the Free button
+    (``unload_all_models``) evicts it; the pack's next node, using it as loaded once, gets it
+    back and the ledger follows; so does the pack's own ``.to()``; it leaves with the pack's
+    last reference. ``.half().to()``, ``load_state_dict`` into a module built on the device,
+    and a submodule moved before its parent, each make one model; a ComfyUI model is counted
+    once, as a patcher."""
+    pack = load_pack()
+    out = {"device": call(pack, "own.make", "N", 8, "to")}
+    out["made"] = _held()
+    mm.unload_all_models()
+    out["freed"] = _held()
+    out["worker_freed"] = call(pack, "own.rows")
+    out["ran"] = call(pack, "own.run", "N")
+    out["after_run"] = _held()
+    mm.unload_all_models()
+    call(pack, "own.move", "N")
+    out["after_move"] = _held()
+    call(pack, "own.drop", "N")
+    out["after_drop"] = _held()
+    for how in ("half_to", "state_dict"):
+        call(pack, "own.make", how, 8, how)
+        out[how] = call(pack, "own.rows")
+        call(pack, "own.drop", how)
+    call(pack, "own.submodule_then_whole", "W", 8)
+    out["submodule_then_whole"] = call(pack, "own.rows")
+    call(pack, "own.drop", "W")
+    call(pack, "load_patcher", "P", 4)
+    out["patcher"] = call(pack, "own.rows")
+    return out
+
+
+def scenario_comes_back():
+    """A registered model the host evicted, used by the pack's next node as loaded once (no
+    ``using()``): the worker asks the host to admit its bytes back on the simulated card, loads
+    it, and the ledger equals the card."""
+    pack = load_pack()
+    call(pack, "make_model", "A", 16, "cuda:0", 4)
+    call(pack, "make_model", "B", 8, "cuda:0", 4)
+    pid = pack.worker().pid
+    out = {"evicted": names(mm.free_memory(CARD[0].free() + 20 * MIB, CUDA))}
+    out["residency_evicted"] = call(pack, "residency")
+    before = len(call(pack, "asked"))
+    call(pack, "use_plain", "A")
+    out["asked"] = [
+        [a["topic"], a["device"], a["need"], (a.get("answer") or {}).get("granted")]
+        for a in call(pack, "asked")[before:]
+    ]
+    out["residency"] = call(pack, "residency")
+    out["ledger"] = {s.model.name: s.loaded_size() for s in LEDGER.standins("memory-pack")}
+    out["listed"] = sorted(ledger())
+    out["card"] = CARD[0].used_by(pid)
+    return out
+
+
 def scenario_unload_all():
     """unload_all_models (the Free button, POST /free, --disable-smart-memory, the OOM branch)
     releases worker models. Under --cpu upstream walks only cpu, so the test points its device

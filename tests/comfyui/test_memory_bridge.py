@@ -66,6 +66,39 @@ def test_loaded_models_currently_used_leaves_worker_models_alone(comfyui_dir):
     assert r["residency"] == {"A": 4 * MIB}, r
 
 
+def test_a_packs_own_module_is_seen_evicted_and_put_back(comfyui_dir):
+    r = run("pack_module", comfyui_dir)
+    net = 8 * MIB
+    assert r["device"] == "cpu"  # the worker mirrors the host's --cpu
+    assert r["made"] == [["OwnNet", net, "cpu"]], r
+    # The Free button: upstream detached it, the worker unloaded it (on the CPU nothing
+    # moves: it leaves the ledger), and the worker still knows it.
+    assert r["freed"] == [], r
+    assert r["worker_freed"] == [["OwnNet", "module", 0]], r
+    # The pack's next node, using it as loaded once: back in full, and in the ledger.
+    assert r["ran"] == 0.0
+    assert r["after_run"] == [["OwnNet", net, "cpu"]], r
+    # The pack's own .to() after another Free: the ledger follows it.
+    assert r["after_move"] == [["OwnNet", net, "cpu"]], r
+    assert r["after_drop"] == [], r
+    assert r["half_to"] == [["OwnNet", "module", net // 2]], r
+    assert r["state_dict"] == [["OwnNet", "module", net]], r
+    assert r["submodule_then_whole"] == [["OwnNet", "module", net]], r
+    # A ComfyUI model's modules move under ComfyUI's loader: one patcher row, no module.
+    assert [k for _, k, _ in r["patcher"]] == ["patcher"], r
+
+
+def test_an_evicted_module_comes_back_through_admission(comfyui_dir):
+    r = run("comes_back", comfyui_dir)
+    gone = 16 * MIB - r["residency_evicted"]["A"]
+    assert gone > 0, r  # the host's free_memory took some of A
+    assert r["asked"] == [["admit?", "cuda:0", gone, True]], r
+    assert r["residency"]["A"] == 16 * MIB, r
+    assert "A" in r["listed"], r
+    assert r["ledger"]["A"] == 16 * MIB, r
+    assert r["card"] == sum(r["residency"].values()), r
+
+
 def test_unload_all_models_releases_worker_models(comfyui_dir):
     r = run("unload_all", comfyui_dir)
     assert r["used_before"] == 24 * MIB

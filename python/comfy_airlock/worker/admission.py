@@ -131,18 +131,18 @@ def admitted_load(original: Any, id_for: Any, ledger_lock: Any) -> Any:
                 if not _is_oom(e) or not wanted:
                     raise
                 log.warning("out of memory loading %d model(s); asking the host for room", len(ids))
-                _loaded(answers)  # the failed attempt's bytes will never be on the card
+                loaded(answers)  # the failed attempt's bytes will never be on the card
                 answers.clear()
                 for device, (need, minimum) in wanted.items():
                     answers.append(ask("oom?", device, need, minimum, ids))
                 return load()
         finally:
-            _loaded(answers)
+            loaded(answers)
 
     return load_models_gpu
 
 
-def _loaded(answers: list[dict[str, Any]]) -> None:
+def loaded(answers: list[dict[str, Any]]) -> None:
     """The load the host admitted is done (or failed): its bytes are on the card now (or never
     will be), so the host gives back the admission's hold at once (host/memory/admission.py), not at
     the end of the node."""

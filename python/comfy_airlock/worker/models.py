@@ -20,132 +20,52 @@ process's device truth, ``comfy_airlock.card``), its booking on the simulated ca
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import sys
-import threading
 import time
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from comfy_airlock.card import my_device_uuid, truth
-from comfy_airlock.worker import admission, floor, interrupts, link, ram
+from comfy_airlock import settings
+from comfy_airlock.card import my_device_uuid
+from comfy_airlock.worker import (
+    admission,
+    floor,
+    interrupts,
+    link,
+    module_hooks,
+    modules,
+    owned,
+    ram,
+)
 from comfy_airlock.worker.on_import import after_import
 
-_LOCK = threading.RLock()
-_IDS = itertools.count(1)
-_SEQ = itertools.count(1)
+_LOCK = modules.LOCK
+_SEQ = modules.SEQ
 _PUBLISH: Any = None  # set by the runtime: publishes a report to the control thread
 # Patchers the running call asked ``load_models_gpu`` for (None between calls).
 _CALL_USED: set[int] | None = None
 
-# A model id per object, for as long as the object lives.
-_ID_OF: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-
-
-def _sim():
-    return truth().sim()  # several cards: the first is cuda:0
-
-
-class _Module:
-    """A registered ``nn.Module``. Residency is kept per tensor: on a real accelerator an
-    unloaded tensor moves to the CPU and back; on the CPU (ComfyUI's ``--cpu``) nothing moves
-    and unloading only takes it out of the ledger, as upstream does with its own CPU models; on
-    the simulated GPU nothing moves and residency is booked on the simulated card."""
-
-    def __init__(self, module: Any, name: str, device: str) -> None:
-        self.id = _id_for(module)
-        self.ref = weakref.ref(module)
-        self.name = name
-        self.device = device
-        self.seq = next(_SEQ)
-        self.last_used = time.time()
-        self.in_use = 0
-        self.virtual = device != "cpu" and _sim() is not None
-        self.moves = device != "cpu" and not self.virtual
-        tensors = self._tensors()
-        self.size = sum(_nbytes(t) for t in tensors)
-        self.resident_parts = [True] * len(tensors)
-        self._book()
-
-    def _tensors(self) -> list[Any]:
-        m = self.ref()
-        if m is None:
-            return []
-        return [*m.parameters(), *m.buffers()]
-
-    @property
-    def resident(self) -> int:
-        tensors = self._tensors()
-        return sum(_nbytes(t) for t, r in zip(tensors, self.resident_parts, strict=False) if r)
-
-    def _book(self) -> None:
-        if self.virtual:
-            _sim().book(os.getpid(), f"model-{self.id}", self.resident)
-
-    def free(self, want: int | None) -> None:
-        """Unloads tensors until ``want`` bytes are free (everything with None)."""
-        freed = 0
-        for i, t in enumerate(self._tensors()):
-            if want is not None and freed >= want:
-                break
-            if self.resident_parts[i]:
-                if self.moves:
-                    t.data = t.data.to("cpu")
-                self.resident_parts[i] = False
-                freed += _nbytes(t)
-        self.seq = next(_SEQ)
-        self._book()
-
-    def load(self, budget: float) -> None:
-        """Loads tensors back until ``budget`` more bytes are resident (1e32: all)."""
-        loaded = 0
-        for i, t in enumerate(self._tensors()):
-            if self.resident_parts[i]:
-                continue
-            if loaded + _nbytes(t) > budget:
-                break
-            if self.moves:
-                t.data = t.data.to(self.device)
-            self.resident_parts[i] = True
-            loaded += _nbytes(t)
-        self.seq = next(_SEQ)
-        self._book()
-
-    def forget(self) -> None:
-        if self.virtual:
-            _sim().release(os.getpid(), f"model-{self.id}")
-
-
-def _nbytes(t: Any) -> int:
-    return t.numel() * t.element_size()
-
+# A model id per object, for as long as the object lives (memory-pack reads it).
+_ID_OF = modules.ID_OF
+_id_for = modules.id_for
+_Module = modules.Module
 
 _MODULES: dict[int, _Module] = {}
 # Last seen residency of each patcher, to bump its sequence number only on change.
 _PATCHER_SEEN: dict[int, tuple[int, int, int]] = {}
 
 
-def _id_for(obj: Any) -> int:
-    with _LOCK:
-        i = _ID_OF.get(obj)
-        if i is None:
-            i = next(_IDS)
-            _ID_OF[obj] = i
-        return i
-
-
 def register_model(module: Any, *, name: str | None = None, device: str | None = None) -> int:
     """Makes a pack's own ``torch.nn.Module`` known to ComfyUI's memory manager in the host:
     it appears in ComfyUI's loaded-model list and ComfyUI can evict it like its own. ``device``
-    is where it is resident (default: its first parameter's device). Returns its model id."""
+    is where it is resident (default: its first parameter's device). Returns its model id.
+    A module the pack moves onto ComfyUI's device is found without this (worker/owned.py)."""
     if device is None:
-        first = next(iter([*module.parameters(), *module.buffers()]), None)
-        device = str(first.device) if first is not None else "cpu"
+        device = owned.device_of(module) or "cpu"
     with _LOCK:
         m = _Module(module, name or type(module).__name__, device)
-        _MODULES[m.id] = m
+        owned.adopt(_MODULES, m)
     publish()
     return m.id
 
@@ -154,6 +74,8 @@ def unregister_model(module: Any) -> None:
     with _LOCK:
         i = _ID_OF.get(module)
         m = _MODULES.pop(i, None) if i is not None else None
+        if m is not None:
+            owned.release(m)
     if m is not None:
         m.forget()
         publish()
@@ -208,7 +130,8 @@ def _watch_loads() -> None:
         used = _CALL_USED
         if used is not None:
             used.update(_id_for(m) for m in models)
-        return admitted(models, *args, **kwargs)
+        with owned.quiet():  # ComfyUI's loader moving its own models
+            return admitted(models, *args, **kwargs)
 
     load_models_gpu._airlock = True  # type: ignore[attr-defined]
     load_models_gpu.__wrapped__ = original  # type: ignore[attr-defined]
@@ -219,6 +142,7 @@ def _patcher_rows() -> list[dict[str, Any]]:
     rows = []
     for lm in _loaded_models():
         p = lm.model
+        owned.claim_patcher(p, _MODULES)
         i = _id_for(p)
         size, resident = int(p.model_size()), int(p.loaded_size())
         device = str(lm.device)
@@ -345,7 +269,7 @@ def execute(model: int, op: str, arg: float) -> tuple[int | None, str | None, di
     """Runs one command from the host; returns (bytes, refusal, report)."""
     if op in ("pin_ceiling", "cache_headroom"):  # for the worker, not a model
         return ram.command(op, arg), None, publish()
-    with _LOCK:
+    with _LOCK, owned.quiet():
         if model in _MODULES:
             m = _MODULES[model]
             if m.in_use:
@@ -355,11 +279,13 @@ def execute(model: int, op: str, arg: float) -> tuple[int | None, str | None, di
             if op == "partially_load":
                 if arg < 0:
                     m.free(int(-arg))
+                    m.arm()
                 else:
                     m.load(arg)
                 _empty_cache()
                 return max(0, m.resident - before), None, publish()
             m.free(None if op == "unload" else int(arg))
+            m.arm()  # the pack's next use puts it back (worker/modules.py)
             _empty_cache()
             freed = before - m.resident
             if not m.virtual and reserved:
@@ -397,6 +323,11 @@ def end_call() -> dict[str, Any] | None:
     every call, is kept fresh for the heartbeat by :func:`refresh` while the worker is idle."""
     global _CALL_USED, _LAST_SENT, _LAST_SIG
     _CALL_USED = None
+    if modules.RESTORED:
+        with _LOCK:
+            for m in modules.RESTORED:
+                m.in_use -= 1
+            modules.RESTORED.clear()
     sig = _signature()
     if sig is not None and sig == _LAST_SIG:
         return None
@@ -461,6 +392,18 @@ def install(worker_link: Any) -> None:
     worker_link.set_model_handler(execute)
     publish()
     after_import("comfy.model_management", _on_comfy_imported)
+    if settings.get().module_hooks:
+        after_import("torch", lambda torch: module_hooks.install(torch, _observe))
+
+
+def _observe(module: Any) -> None:
+    """The pack moved ``module``: a model of its own now, or a known one that changed."""
+    if owned.is_quiet():
+        return
+    with _LOCK:
+        changed = owned.observe(module, _MODULES)
+    if changed:
+        publish()
 
 
 def _on_comfy_imported(module: Any) -> None:

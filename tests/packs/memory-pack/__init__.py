@@ -10,11 +10,18 @@ import torch
 
 import comfy_airlock
 
-from . import recorder
+from . import own, recorder  # noqa: F401 (own: called as memory-pack:own.<fn>)
 
 recorder.install()
 
 MODELS = {}
+
+
+class Weights(torch.nn.Module):
+    """Parameters a node computes with (``use_plain``)."""
+
+    def forward(self, x):
+        return x + sum(float(p.flatten()[:1].sum()) for p in self.parameters() if p.numel())
 
 
 def make_model(name, mib, device="cuda:0", chunks=4, meta=False):
@@ -22,7 +29,7 @@ def make_model(name, mib, device="cuda:0", chunks=4, meta=False):
     (on the simulated GPU the bytes stay in RAM and their residency is booked on the card;
     ``meta``: no bytes at all, for models of many GiB)."""
     per = mib * 1024 * 1024 // chunks // 4
-    module = torch.nn.Module()
+    module = Weights()
     for i in range(chunks):
         data = torch.empty(per, device="meta") if meta else torch.zeros(per)
         module.register_parameter(f"p{i}", torch.nn.Parameter(data, requires_grad=False))
@@ -253,6 +260,12 @@ def hold_in_use_until(name, flag, timeout):
         while not os.path.exists(flag) and time.monotonic() < deadline:
             time.sleep(0.02)
     return os.path.exists(flag)
+
+
+def use_plain(name):
+    """A node computing with a registered model as loaded once, without ``using()``: if the
+    host evicted it, the worker puts it back first (worker/modules.py)."""
+    return float(MODELS[name](torch.zeros(1)))
 
 
 def residency():

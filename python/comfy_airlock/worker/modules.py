@@ -1,0 +1,206 @@
+"""A pack's own ``torch.nn.Module`` as a worker model: its residency, the host's evictions of
+it, and putting it back when the pack uses it again.
+
+A module becomes a worker model in two ways: the pack registers it
+(``comfy_airlock.register_model``), or the pack moves it onto ComfyUI's device and the worker
+sees the move (``worker/module_hooks.py``). Either way it is held weakly: a module the pack lets
+go of leaves the ledger with it.
+
+Residency is kept per tensor. On a real accelerator it is read from where each tensor is, so a
+move by the pack (``.to()``, ``.cuda()``, ``.half().to(...)``) and one by the host's command are
+both seen; an unloaded tensor moves to the CPU. On the CPU (ComfyUI's ``--cpu``) nothing moves
+and unloading only takes it out of the ledger, as upstream does with its own CPU models; on the
+simulated GPU (tests and benchmarks) nothing moves and residency is booked on the simulated card.
+
+**Eviction never breaks a pack.** When the host evicts part of a module, forward pre-hooks are
+armed on it and its submodules. The pack's next use of it (``module(x)``, or any submodule's)
+first asks the host to admit the bytes coming back (``admit?``, as the worker's own
+``load_models_gpu`` does for ComfyUI's models), loads them, and marks the module in use for the
+rest of the call, so the host does not take it away again mid-node. A pack's own ``.to()`` onto
+the device does the same work without the question, and the ledger follows it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+import weakref
+from typing import Any
+
+from comfy_airlock.card import truth
+from comfy_airlock.worker import admission, link
+
+log = logging.getLogger("comfy_airlock.worker")
+
+# The worker's ledger lock: the host's model commands (control thread), the reports and the
+# pack's own loads take it.
+LOCK = threading.RLock()
+_IDS = itertools.count(1)
+SEQ = itertools.count(1)
+
+# A model id per object, for as long as the object lives.
+ID_OF: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def id_for(obj: Any) -> int:
+    with LOCK:
+        i = ID_OF.get(obj)
+        if i is None:
+            i = next(_IDS)
+            ID_OF[obj] = i
+        return i
+
+
+def sim():
+    return truth().sim()  # several cards: the first is cuda:0
+
+
+def nbytes(t: Any) -> int:
+    return t.numel() * t.element_size()
+
+
+class Module:
+    """One pack module known as a worker model."""
+
+    def __init__(self, module: Any, name: str, device: str, auto: bool = False) -> None:
+        self.id = id_for(module)
+        self.ref = weakref.ref(module)
+        self.name = name
+        self.device = device
+        self.auto = auto  # seen moving onto the device, not registered by the pack
+        self.seq = next(SEQ)
+        self.last_used = time.time()
+        self.in_use = 0
+        self.virtual = device != "cpu" and sim() is not None
+        self.moves = device != "cpu" and not self.virtual
+        tensors = self._tensors()
+        self.size = sum(nbytes(t) for t in tensors)
+        self.resident_parts = self._where(tensors) if self.moves else [True] * len(tensors)
+        self._hooks: list[Any] = []
+        self._book()
+
+    def _tensors(self) -> list[Any]:
+        m = self.ref()
+        if m is None:
+            return []
+        return [*m.parameters(), *m.buffers()]
+
+    def _where(self, tensors: list[Any]) -> list[bool]:
+        return [str(t.device) == self.device for t in tensors]
+
+    @property
+    def resident(self) -> int:
+        tensors = self._tensors()
+        if self.moves:
+            self.resident_parts = self._where(tensors)
+        return sum(nbytes(t) for t, r in zip(tensors, self.resident_parts, strict=False) if r)
+
+    def _book(self) -> None:
+        if self.virtual:
+            sim().book(os.getpid(), f"model-{self.id}", self.resident)
+
+    def free(self, want: int | None) -> None:
+        """Unloads tensors until ``want`` bytes are free (everything with None)."""
+        freed = 0
+        resident = self.resident_parts if not self.moves else self._where(self._tensors())
+        for i, t in enumerate(self._tensors()):
+            if want is not None and freed >= want:
+                break
+            if resident[i]:
+                if self.moves:
+                    t.data = t.data.to("cpu")
+                self.resident_parts[i] = False
+                freed += nbytes(t)
+        self.seq = next(SEQ)
+        self._book()
+
+    def load(self, budget: float) -> None:
+        """Loads tensors back until ``budget`` more bytes are resident (1e32: all)."""
+        loaded = 0
+        resident = self.resident_parts if not self.moves else self._where(self._tensors())
+        for i, t in enumerate(self._tensors()):
+            if resident[i]:
+                continue
+            if loaded + nbytes(t) > budget:
+                break
+            if self.moves:
+                t.data = t.data.to(self.device)
+            self.resident_parts[i] = True
+            loaded += nbytes(t)
+        self.seq = next(SEQ)
+        self._book()
+        if self.resident >= self.size:
+            self.disarm()
+
+    def moved(self) -> bool:
+        """The pack moved this module (or a part of it): measures it again. On the CPU and the
+        simulated card a move onto the device is all of it back. True: its report changed."""
+        tensors = self._tensors()
+        size = sum(nbytes(t) for t in tensors)
+        parts = self._where(tensors) if self.moves else [True] * len(tensors)
+        if size == self.size and parts == self.resident_parts:
+            return False
+        self.size, self.resident_parts = size, parts
+        self.seq = next(SEQ)
+        self._book()
+        if self.resident >= self.size:
+            self.disarm()
+        return True
+
+    def forget(self) -> None:
+        self.disarm()
+        if self.virtual:
+            sim().release(os.getpid(), f"model-{self.id}")
+
+    # --- put back on use ------------------------------------------------------------------
+
+    def arm(self) -> None:
+        """After an eviction: the pack's next use of the module puts it back first."""
+        m = self.ref()
+        if m is None or self._hooks:
+            return
+        self._hooks = [sub.register_forward_pre_hook(self._on_use) for sub in m.modules()]
+
+    def disarm(self) -> None:
+        hooks, self._hooks = self._hooks, []
+        for h in hooks:
+            h.remove()
+
+    def _on_use(self, _module: Any, _args: Any) -> None:
+        restore(self)
+
+
+#: Modules put back during the running call, in use until it ends (``models.end_call``).
+RESTORED: list[Module] = []
+
+
+def restore(m: Module) -> None:
+    """Puts back what the host evicted of ``m`` before the pack uses it: admitted by the host
+    first (outside the lock: the host's answer may evict this worker's other models), then
+    loaded, and in use for the rest of the call."""
+    missing = m.size - m.resident
+    if missing <= 0:
+        m.disarm()
+        return
+    answers = []
+    if m.device != "cpu" and link.in_call():
+        answers.append(admission.ask("admit?", m.device, missing, missing, [m.id]))
+        if answers[0].get("granted") is False:
+            log.warning(
+                "the host did not admit %d bytes of %s back; loading them as its own "
+                "load_models_gpu would",
+                missing,
+                m.name,
+            )
+    try:
+        with LOCK:
+            m.load(1e32)
+            m.last_used = time.time()
+            if link.in_call():
+                m.in_use += 1
+                RESTORED.append(m)
+    finally:
+        admission.loaded(answers)

@@ -98,9 +98,12 @@ def release(m: modules.Module) -> None:
 def claim_patcher(patcher: Any, known: dict[int, modules.Module]) -> None:
     """A ComfyUI model seen in this worker's ledger: its modules are ComfyUI's, and a module
     taken for a pack's before the patcher wrapped it is dropped (it would count twice)."""
-    if patcher in _PATCHERS:
-        return
-    _PATCHERS.add(patcher)
+    try:
+        if patcher in _PATCHERS:
+            return
+        _PATCHERS.add(patcher)
+    except TypeError:  # a patcher that cannot be weakly referenced or hashed: index it anew
+        pass
     root = getattr(patcher, "model", None)
     if root is None or not hasattr(root, "modules"):
         return

@@ -170,8 +170,8 @@ class Module:
     def arm(self) -> None:
         """After an eviction: the pack's next use of the module puts it back first."""
         m = self.ref()
-        if m is None or self._hooks:
-            return
+        if m is None or self._hooks or not hasattr(m, "register_forward_pre_hook"):
+            return  # not a torch module (a pack's own arrays): nothing calls it
         self._hooks = [sub.register_forward_pre_hook(self._on_use) for sub in m.modules()]
 
     def disarm(self) -> None:

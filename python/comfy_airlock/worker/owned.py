@@ -71,13 +71,20 @@ def comfy_device() -> str | None:
     return None
 
 
+def _inside(root: Any) -> list[Any]:
+    """``root`` and every module inside it; a registered model that is not a torch module (a
+    pack's own arrays with a ``parameters()``) is only itself."""
+    walk = getattr(root, "modules", None)
+    return list(walk()) if callable(walk) else [root]
+
+
 def adopt(known: dict[int, modules.Module], m: modules.Module) -> None:
     """``m`` is a worker model: every module inside it is its, and a model inside it joins it.
     Under the ledger lock."""
     root = m.ref()
     if root is None:
         return
-    for sub in root.modules():
+    for sub in _inside(root):
         old = _OWNER.get(sub)
         if old and old != m.id and old in known:
             inner = known.pop(old)
@@ -90,7 +97,7 @@ def release(m: modules.Module) -> None:
     root = m.ref()
     if root is None:
         return
-    for sub in root.modules():
+    for sub in _inside(root):
         if _OWNER.get(sub) == m.id:
             del _OWNER[sub]
 
@@ -105,9 +112,9 @@ def claim_patcher(patcher: Any, known: dict[int, modules.Module]) -> None:
     except TypeError:  # a patcher that cannot be weakly referenced or hashed: index it anew
         pass
     root = getattr(patcher, "model", None)
-    if root is None or not hasattr(root, "modules"):
+    if root is None:
         return
-    for sub in root.modules():
+    for sub in _inside(root):
         old = _OWNER.get(sub)
         if old and old in known:
             known.pop(old).forget()

@@ -115,10 +115,13 @@ def claim_patcher(patcher: Any, known: dict[int, modules.Module]) -> None:
     if root is None:
         return
     for sub in _inside(root):
-        old = _OWNER.get(sub)
+        try:
+            old = _OWNER.get(sub)
+            _OWNER[sub] = 0
+        except TypeError:  # a model object that cannot be weakly referenced: nothing of it moves
+            continue
         if old and old in known:
             known.pop(old).forget()
-        _OWNER[sub] = 0
 
 
 def observe(module: Any, known: dict[int, modules.Module]) -> bool:

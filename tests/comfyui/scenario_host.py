@@ -23,17 +23,35 @@ GIB = 1024 * MIB
 
 sys.path.insert(0, os.environ["COMFYUI_DIR"])
 import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
-import comfy.model_management as mm  # noqa: E402
-import folder_paths  # noqa: E402, F401  (the worker mirrors the host's folders)
 import torch  # noqa: E402
 
 from comfy_airlock.device import SIM_GPU_ENV, SimGpu  # noqa: E402
 
+CARD: list[SimGpu] = []  # the card the host reads (a scenario may swap in another)
+# ``cpu`` (the default): upstream under --cpu, its VRAM state DISABLED, the host's reading of
+# the fake cuda:0 hooked. ``normal`` / ``low`` (``--lowvram``) / ``no`` (``--novram``): upstream
+# believes it runs on a GPU, in that VRAM state, and reads the simulated card through torch's
+# own CUDA queries,
+# which this test host answers (vram_host.py: the GPU edge, never in the product).
+VRAM = os.environ.get("SCENARIO_VRAM", "cpu")
+if VRAM == "cpu":
+    comfy.cli_args.args.cpu = True
+else:
+    from vram_host import fake_cuda
+
+    fake_cuda(torch, CARD)
+    comfy.cli_args.args.lowvram = VRAM == "low"
+    comfy.cli_args.args.novram = VRAM == "no"
+import comfy.model_management as mm  # noqa: E402
+import folder_paths  # noqa: E402, F401  (the worker mirrors the host's folders)
+
+if VRAM != "cpu":
+    # The workers mirror the host's flags: they run --cpu (their torch has no CUDA here), and
+    # their models book residency on the simulated card as before.
+    comfy.cli_args.args.cpu = True
+
 CUDA = torch.device("cuda", 0)
 TMP = Path(tempfile.mkdtemp(prefix="airlock-scenario-"))
-CARD: list[SimGpu] = []  # the card the host's hook reads (a scenario may swap in another)
 os.environ.setdefault("AIRLOCK_HEARTBEAT_S", "0.2")
 
 _host_free = mm.get_free_memory
@@ -47,7 +65,8 @@ def _free(dev=None, torch_free_too=False):
     return _host_free(dev, torch_free_too)
 
 
-mm.get_free_memory = _free
+if VRAM == "cpu":
+    mm.get_free_memory = _free
 
 
 def new_card(

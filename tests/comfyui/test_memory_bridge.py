@@ -37,6 +37,10 @@ def test_partial_unload_keeps_the_entry_and_a_short_one_escalates(comfyui_dir):
     assert r["partial_ledger"] == ["A"]
     assert r["partial_resident"] == 12 * MIB
     assert r["standin_loaded"] == [12 * MIB]
+    # While a node runs with A, B (which the node does not use) is evictable: 2 MiB asked,
+    # whole parts of 2 MiB freed.
+    assert r["idle_freed_while_busy"] == 2 * MIB
+    assert r["idle_loaded_while_busy"] == 6 * MIB
     # In use by the running node: refused, so upstream detaches and pops it...
     assert r["busy_unloaded"] == ["A"] and r["busy_ledger"] == ["B"]
     # ...but the worker still holds it (using() loaded it back in full), and the next report

@@ -87,11 +87,13 @@ STANDALONE_FLAGS = ("--cpu",)
 
 
 def host_identity(comfyui: str | None) -> dict[str, Any]:
-    """``args``, ``main_file`` and ``argv`` for a worker: the running ComfyUI's, or, when the
+    """``args``, ``aimdo``, ``main_file`` and ``argv`` for a worker: the running ComfyUI's, or, when the
     host is not ComfyUI, those of ComfyUI's ``main.py`` started with :data:`STANDALONE_FLAGS`
     (not the ``airlock`` command's own, which the pack would otherwise see as its program)."""
     if "comfy.cli_args" in sys.modules:
-        return {"args": args_snapshot(), **main_identity()}
+        memory = sys.modules.get("comfy.memory_management")
+        aimdo = bool(getattr(memory, "aimdo_enabled", False))  # main.py started DynamicVRAM
+        return {"args": args_snapshot(), "aimdo": aimdo, **main_identity()}
     main = os.path.join(comfyui, "main.py") if comfyui else None
     args = {flag.lstrip("-").replace("-", "_"): True for flag in STANDALONE_FLAGS}
     return {"args": args, "main_file": main, "argv": [main or "main.py", *STANDALONE_FLAGS]}

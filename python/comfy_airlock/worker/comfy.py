@@ -32,6 +32,7 @@ from comfy_airlock.node_surface import (
     python_module,
 )
 from comfy_airlock.worker import (
+    aimdo,
     describe,
     host_nodes,
     interrupts,
@@ -220,6 +221,8 @@ def _prepare(pack_dir: str) -> None:
         startup.load_comfyui(
             _CONFIG["comfyui_dir"], _run_async, _CONFIG.get("comfy_requirements", True)
         )
+        level = (_CONFIG.get("args") or {}).get("verbose") or "INFO"
+        aimdo.start(bool(_CONFIG.get("aimdo")), str(level))  # as main.py, when the host runs it
         host_nodes.install()  # other packs' nodes, looked up by name (worker/host_nodes.py)
 
 

@@ -5,8 +5,8 @@
 ``load_state_dict`` copies weights into a module already placed. Both are wrapped once, when
 the worker's torch is imported, and only the outermost call of a thread is reported
 (``owned.observe``, under the ledger lock), after the original has run and whatever it raised.
-A failure of ours is logged and never reaches the pack. ``AIRLOCK_MODULE_HOOKS=off`` leaves
-torch untouched (then only ``register_model`` makes a pack's module known).
+A failure of ours is logged and never reaches the pack. The ``module_hooks`` setting off
+leaves torch untouched (then only ``register_model`` makes a pack's module known).
 
 This is the worker's own copy of torch, in its own process: the host's is never touched.
 """

@@ -58,6 +58,16 @@ def sim():
     return truth().sim()  # several cards: the first is cuda:0
 
 
+def _indexed(device: str) -> str:
+    """``cuda`` as the tensors on it spell their device (``cuda:<current>``), so residency read
+    from ``str(t.device)`` matches."""
+    if device != "cuda":
+        return device
+    import torch
+
+    return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cuda:0"
+
+
 def nbytes(t: Any) -> int:
     return t.numel() * t.element_size()
 
@@ -69,13 +79,13 @@ class Module:
         self.id = id_for(module)
         self.ref = weakref.ref(module)
         self.name = name
-        self.device = device
+        self.device = _indexed(device)
         self.auto = auto  # seen moving onto the device, not registered by the pack
         self.seq = next(SEQ)
         self.last_used = time.time()
         self.in_use = 0
-        self.virtual = device != "cpu" and sim() is not None
-        self.moves = device != "cpu" and not self.virtual
+        self.virtual = self.device != "cpu" and sim() is not None
+        self.moves = self.device != "cpu" and not self.virtual
         tensors = self._tensors()
         self.size = sum(nbytes(t) for t in tensors)
         self.resident_parts = self._where(tensors) if self.moves else [True] * len(tensors)
@@ -160,8 +170,8 @@ class Module:
     def arm(self) -> None:
         """After an eviction: the pack's next use of the module puts it back first."""
         m = self.ref()
-        if m is None or self._hooks:
-            return
+        if m is None or self._hooks or not hasattr(m, "register_forward_pre_hook"):
+            return  # not a torch module (a pack's own arrays): nothing calls it
         self._hooks = [sub.register_forward_pre_hook(self._on_use) for sub in m.modules()]
 
     def disarm(self) -> None:

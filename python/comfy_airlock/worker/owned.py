@@ -71,13 +71,20 @@ def comfy_device() -> str | None:
     return None
 
 
+def _inside(root: Any) -> list[Any]:
+    """``root`` and every module inside it; a registered model that is not a torch module (a
+    pack's own arrays with a ``parameters()``) is only itself."""
+    walk = getattr(root, "modules", None)
+    return list(walk()) if callable(walk) else [root]
+
+
 def adopt(known: dict[int, modules.Module], m: modules.Module) -> None:
     """``m`` is a worker model: every module inside it is its, and a model inside it joins it.
     Under the ledger lock."""
     root = m.ref()
     if root is None:
         return
-    for sub in root.modules():
+    for sub in _inside(root):
         old = _OWNER.get(sub)
         if old and old != m.id and old in known:
             inner = known.pop(old)
@@ -90,7 +97,7 @@ def release(m: modules.Module) -> None:
     root = m.ref()
     if root is None:
         return
-    for sub in root.modules():
+    for sub in _inside(root):
         if _OWNER.get(sub) == m.id:
             del _OWNER[sub]
 
@@ -98,17 +105,23 @@ def release(m: modules.Module) -> None:
 def claim_patcher(patcher: Any, known: dict[int, modules.Module]) -> None:
     """A ComfyUI model seen in this worker's ledger: its modules are ComfyUI's, and a module
     taken for a pack's before the patcher wrapped it is dropped (it would count twice)."""
-    if patcher in _PATCHERS:
-        return
-    _PATCHERS.add(patcher)
+    try:
+        if patcher in _PATCHERS:
+            return
+        _PATCHERS.add(patcher)
+    except TypeError:  # a patcher that cannot be weakly referenced or hashed: index it anew
+        pass
     root = getattr(patcher, "model", None)
-    if root is None or not hasattr(root, "modules"):
+    if root is None:
         return
-    for sub in root.modules():
-        old = _OWNER.get(sub)
+    for sub in _inside(root):
+        try:
+            old = _OWNER.get(sub)
+            _OWNER[sub] = 0
+        except TypeError:  # a model object that cannot be weakly referenced: nothing of it moves
+            continue
         if old and old in known:
             known.pop(old).forget()
-        _OWNER[sub] = 0
 
 
 def observe(module: Any, known: dict[int, modules.Module]) -> bool:

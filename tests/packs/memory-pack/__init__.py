@@ -21,7 +21,8 @@ class Weights(torch.nn.Module):
     """Parameters a node computes with (``use_plain``)."""
 
     def forward(self, x):
-        return x + sum(float(p.flatten()[:1].sum()) for p in self.parameters() if p.numel())
+        real = [p for p in self.parameters() if p.numel() and p.device.type != "meta"]
+        return x + sum(float(p.flatten()[:1].sum()) for p in real)
 
 
 def make_model(name, mib, device="cuda:0", chunks=4, meta=False):

@@ -53,17 +53,28 @@ def test_requirements_txt_as_pip_reads_it(tmp_path):
     assert any("--prefer-binary" in n for n in needs.notes)
 
 
-def test_pyproject_dependencies_are_carried_over_without_duplicates(tmp_path):
-    d = pack(
-        tmp_path,
+def test_requirements_txt_is_what_is_installed_and_pyproject_only_without_one(tmp_path):
+    # As ComfyUI-Manager installs a pack: requirements.txt; what pyproject.toml declares
+    # beyond it is named in a note, never installed (comfy_mtb declares a name no index has).
+    both = pack(
+        tmp_path / "both",
         {
             "requirements.txt": "six>=1.16\n",
             "pyproject.toml": '[project]\nname = "p"\ndependencies = ["Six >= 1.16", "idna"]\n',
         },
     )
-    needs = read_pack_needs(d)
-    assert needs.dependencies == ["six>=1.16", "idna"]
-    assert needs.sources == ["requirements.txt", "pyproject.toml"]
+    needs = read_pack_needs(both)
+    assert needs.dependencies == ["six>=1.16"]
+    assert needs.sources == ["requirements.txt"]
+    assert any("also declares idna: left out" in n for n in needs.notes), needs.notes
+    only = pack(
+        tmp_path / "only",
+        {"pyproject.toml": '[project]\nname = "p"\ndependencies = ["six >= 1.16", "idna"]\n'},
+    )
+    needs = read_pack_needs(only)
+    assert needs.dependencies == ["six >= 1.16", "idna"]
+    assert needs.sources == ["pyproject.toml"]
+    assert needs.notes == []
 
 
 def test_written_airlock_toml_is_read_back_by_the_core(tmp_path):

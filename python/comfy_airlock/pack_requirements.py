@@ -1,7 +1,13 @@
-"""What a pack made for ``custom_nodes/`` says it needs, read as pip would read it: its
-``requirements.txt`` (``-r`` includes and index options too) and its ``pyproject.toml``'s
-``[project] dependencies``. Reading only; ``airlock isolate`` writes the result into the
-pack's ``airlock.toml``, where the user can read and edit it.
+"""What a pack made for ``custom_nodes/`` says it needs, read as its installer reads it: its
+``requirements.txt`` (``-r`` includes and index options too), which is what ComfyUI-Manager
+installs (``pip install -r requirements.txt``), or, for a pack without one, its
+``pyproject.toml``'s ``[project] dependencies`` (the registry's metadata). Reading only;
+``airlock isolate`` writes the result into the pack's ``airlock.toml``, where the user can read
+and edit it.
+
+Where both exist, the ``pyproject.toml`` dependencies the requirements file does not list are
+named in a note and left out: natively nothing installs them, and they are not always
+installable (comfy_mtb lists ``requirements-parserx``, which no index has).
 
 What cannot be carried into ``airlock.toml`` (editable installs, constraint files, local paths)
 is an error naming the file and the line, never silently dropped.
@@ -43,23 +49,35 @@ class PackNeeds:
     sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def add(self, requirement: str) -> None:
+    def lists(self, requirement: str) -> bool:
+        """Whether ``requirement`` is already here (spaces and case aside)."""
         key = re.sub(r"\s+", "", requirement).lower()
-        if all(re.sub(r"\s+", "", d).lower() != key for d in self.dependencies):
+        return any(re.sub(r"\s+", "", d).lower() == key for d in self.dependencies)
+
+    def add(self, requirement: str) -> None:
+        if not self.lists(requirement):
             self.dependencies.append(requirement)
 
 
 def read_pack_needs(pack_dir: Path) -> PackNeeds:
-    """The needs of the pack in ``pack_dir``: ``requirements.txt`` first, then the
-    ``pyproject.toml`` dependencies it does not list already."""
+    """The needs of the pack in ``pack_dir``: its ``requirements.txt`` when it has one, else
+    its ``pyproject.toml`` dependencies."""
     needs = PackNeeds()
     req = pack_dir / REQUIREMENTS_TXT
+    pyproject = pack_dir / PYPROJECT_TOML
+    declared = _pyproject_dependencies(pyproject) if pyproject.is_file() else []
     if req.is_file():
         _read_requirements(req, pack_dir, needs, seen=set())
-    pyproject = pack_dir / PYPROJECT_TOML
+        extra = [d for d in declared if not needs.lists(d)]
+        if extra:
+            needs.notes.append(
+                f"{PYPROJECT_TOML} also declares {', '.join(extra)}: left out, as ComfyUI-Manager "
+                f"installs {REQUIREMENTS_TXT} only (add them to airlock.toml if the pack needs them)"
+            )
+        return needs
+    for dep in declared:
+        needs.add(dep)
     if pyproject.is_file():
-        for dep in _pyproject_dependencies(pyproject):
-            needs.add(dep)
         needs.sources.append(PYPROJECT_TOML)
     return needs
 

@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -147,10 +148,14 @@ def run_nodes(native: Side, isolated: Side, nodes: dict[str, Any], both: set[str
 
 
 def _static_files(prefix: str, directory: str, limit: int = 3) -> list[str]:
-    """Paths of up to ``limit`` files a static route serves (the first, by name)."""
+    """Paths of up to ``limit`` files a static route serves (the first, by name), quoted as a
+    browser sends them (efficiency-nodes' example workflows have spaces in their names)."""
     root = Path(directory)
     files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
-    return [f"{prefix.rstrip('/')}/{p.relative_to(root).as_posix()}" for p in files[:limit]]
+    return [
+        f"{prefix.rstrip('/')}/{urllib.parse.quote(p.relative_to(root).as_posix())}"
+        for p in files[:limit]
+    ]
 
 
 def compare_routes(native: Side, isolated: Side, baselines: dict[str, set[str]]) -> dict:

@@ -85,6 +85,7 @@ def test_v1_object_info_is_native(pair):
         "ShapesNoise",
         "ShapesDigest",
         "ShapesProgram",
+        "ShapesOwnServer",
         "ShapesAlwaysRun",
         "ShapesMergeBlocks",
         "ShapesV3Range",
@@ -135,8 +136,11 @@ def test_v1_outputs_are_native(pair):
         "p1": {"class_type": "PreviewAny", "inputs": {"source": ["g1", 0]}},
         "g2": {"class_type": "ShapesGate", "inputs": {"text": "through", "open": True}},
         "p2": {"class_type": "PreviewAny", "inputs": {"source": ["g2", 0]}},
+        # ComfyUI's own API at its flags' address (comfy_mtb's history node does this).
+        "s": {"class_type": "ShapesOwnServer", "inputs": {"route": "/system_stats"}},
     }
     native, _ = assert_same_outputs(pair, prompt)
+    assert native["s"]["text"][0].startswith("reached: comfyui "), native["s"]
     facts = json.loads(native["2"]["text"][0])
     # A V3 node of V1 mappings: its ui, its list output (one preview per item), its count.
     assert native["5"]["text"] == ["2..9"]

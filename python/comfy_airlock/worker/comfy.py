@@ -59,12 +59,10 @@ _INSTANCES: collections.OrderedDict[tuple[str, str], Any] = collections.OrderedD
 _MAX_INSTANCES = 1024
 _LOOP: asyncio.AbstractEventLoop | None = None
 
-# Args that only make sense for the host's server process.
+# Args that only make sense for the host's server process. Its address (``listen``, ``port``,
+# the TLS files) is mirrored: packs build URLs to ComfyUI's own API from it (comfy_mtb fetches
+# ``/history``), and a worker never serves on it.
 _NOT_MIRRORED = {
-    "listen",
-    "port",
-    "tls_keyfile",
-    "tls_certfile",
     "enable_cors_header",
     "max_upload_size",
     "base_directory",

@@ -136,6 +136,35 @@ class ShapesProgram:
         return {"ui": {"text": [json.dumps(facts, sort_keys=True)]}}
 
 
+class ShapesOwnServer:
+    """Reaches ComfyUI's own HTTP API at the address its flags give, as comfy_mtb's
+    "Get Batch From History" fetches ``http://{args.listen}:{args.port}/history``."""
+
+    CATEGORY = "airlock shapes"
+    RETURN_TYPES = ()
+    FUNCTION = "ask"
+    OUTPUT_NODE = True
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"route": ("STRING", {"default": "/system_stats"})}}
+
+    def ask(self, route):
+        import urllib.request
+
+        from comfy.cli_args import args
+
+        host = "127.0.0.1" if args.listen in ("0.0.0.0", "::") else args.listen.split(",")[0]
+        scheme = "https" if args.tls_keyfile and args.tls_certfile else "http"
+        try:
+            with urllib.request.urlopen(f"{scheme}://{host}:{args.port}{route}", timeout=10) as r:
+                stats = json.loads(r.read())
+            answer = f"reached: comfyui {stats['system']['comfyui_version']}"
+        except Exception as e:
+            answer = f"not reached: {type(e).__name__}"
+        return {"ui": {"text": [answer]}}
+
+
 class ShapesAlwaysRun:
     """``IS_CHANGED = True``, a bool: ComfyUI calls it, warns, and re-runs the node every time."""
 
@@ -265,6 +294,7 @@ NODE_CLASS_MAPPINGS = {
     "ShapesNoise": ShapesNoise,
     "ShapesDigest": ShapesDigest,
     "ShapesProgram": ShapesProgram,
+    "ShapesOwnServer": ShapesOwnServer,
     "ShapesAlwaysRun": ShapesAlwaysRun,
     "ShapesMergeBlocks": ShapesMergeBlocks,
     "ShapesBroken": ShapesBroken,

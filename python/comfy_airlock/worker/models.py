@@ -4,8 +4,10 @@ Two kinds of model are known:
 
 - **patchers**: every entry of the worker's own ``comfy.model_management.current_loaded_models``
   (models a pack loaded the ComfyUI way, through ``load_models_gpu``), read at each report;
-- **modules**: a ``torch.nn.Module`` a pack registers with :func:`register_model` (packs that
-  keep their own networks, outside ComfyUI's loader).
+- **modules**: a ``torch.nn.Module`` a pack keeps outside ComfyUI's loader, found when the pack
+  moves it onto ComfyUI's device (``owned.py``, ``module_hooks.py``) or registered with
+  :func:`register_model`; one module's record, and putting it back after an eviction when the
+  pack next uses it, are ``modules.py``'s.
 
 Each has a size, its resident bytes on its device, and a sequence number bumped whenever its
 residency changes, so the host never lets an older report overwrite a newer one. The host's

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import threading
 import time
@@ -88,8 +89,11 @@ class Module:
         self.moves = self.device != "cpu" and not self.virtual
         tensors = self._tensors()
         self.size = sum(nbytes(t) for t in tensors)
-        self.resident_parts = self._where(tensors) if self.moves else [True] * len(tensors)
+        # Where nothing moves (the CPU, the simulated card), which tensors count as resident;
+        # on a real device that is read from the tensors themselves (``_parts``).
+        self.resident_parts = [True] * len(tensors)
         self._hooks: list[Any] = []
+        self._seen = (self.size, self.resident)  # what the last report said
         self._book()
 
     def _tensors(self) -> list[Any]:
@@ -98,66 +102,63 @@ class Module:
             return []
         return [*m.parameters(), *m.buffers()]
 
-    def _where(self, tensors: list[Any]) -> list[bool]:
-        return [str(t.device) == self.device for t in tensors]
+    def _parts(self, tensors: list[Any]) -> list[bool]:
+        if self.moves:
+            return [str(t.device) == self.device for t in tensors]
+        return self.resident_parts
 
     @property
     def resident(self) -> int:
         tensors = self._tensors()
-        if self.moves:
-            self.resident_parts = self._where(tensors)
-        return sum(nbytes(t) for t, r in zip(tensors, self.resident_parts, strict=False) if r)
+        return sum(nbytes(t) for t, r in zip(tensors, self._parts(tensors), strict=False) if r)
 
     def _book(self) -> None:
         if self.virtual:
             sim().book(os.getpid(), f"model-{self.id}", self.resident)
 
+    def _changed(self) -> None:
+        """Its residency or size changed: a newer sequence number, the booking, and the put-back
+        hooks gone once it is whole."""
+        self.seq = next(SEQ)
+        self._seen = (self.size, self.resident)
+        self._book()
+        if self._seen[1] >= self.size:
+            self.disarm()
+
+    def _move(self, load: bool, budget: float) -> None:
+        """Unloads (or loads back) tensors until ``budget`` bytes have moved."""
+        moved = 0
+        tensors = self._tensors()
+        for i, (t, on) in enumerate(zip(tensors, list(self._parts(tensors)), strict=False)):
+            if on == load:
+                continue
+            if moved >= budget or (load and moved + nbytes(t) > budget):
+                break
+            if self.moves:
+                t.data = t.data.to(self.device if load else "cpu")
+            else:
+                self.resident_parts[i] = load
+            moved += nbytes(t)
+        self._changed()
+
     def free(self, want: int | None) -> None:
         """Unloads tensors until ``want`` bytes are free (everything with None)."""
-        freed = 0
-        resident = self.resident_parts if not self.moves else self._where(self._tensors())
-        for i, t in enumerate(self._tensors()):
-            if want is not None and freed >= want:
-                break
-            if resident[i]:
-                if self.moves:
-                    t.data = t.data.to("cpu")
-                self.resident_parts[i] = False
-                freed += nbytes(t)
-        self.seq = next(SEQ)
-        self._book()
+        self._move(False, math.inf if want is None else want)
 
     def load(self, budget: float) -> None:
         """Loads tensors back until ``budget`` more bytes are resident (1e32: all)."""
-        loaded = 0
-        resident = self.resident_parts if not self.moves else self._where(self._tensors())
-        for i, t in enumerate(self._tensors()):
-            if resident[i]:
-                continue
-            if loaded + nbytes(t) > budget:
-                break
-            if self.moves:
-                t.data = t.data.to(self.device)
-            self.resident_parts[i] = True
-            loaded += nbytes(t)
-        self.seq = next(SEQ)
-        self._book()
-        if self.resident >= self.size:
-            self.disarm()
+        self._move(True, budget)
 
     def moved(self) -> bool:
         """The pack moved this module (or a part of it): measures it again. On the CPU and the
         simulated card a move onto the device is all of it back. True: its report changed."""
         tensors = self._tensors()
-        size = sum(nbytes(t) for t in tensors)
-        parts = self._where(tensors) if self.moves else [True] * len(tensors)
-        if size == self.size and parts == self.resident_parts:
+        if not self.moves:
+            self.resident_parts = [True] * len(tensors)
+        self.size = sum(nbytes(t) for t in tensors)
+        if (self.size, self.resident) == self._seen:
             return False
-        self.size, self.resident_parts = size, parts
-        self.seq = next(SEQ)
-        self._book()
-        if self.resident >= self.size:
-            self.disarm()
+        self._changed()
         return True
 
     def forget(self) -> None:

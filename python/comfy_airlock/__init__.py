@@ -69,13 +69,28 @@ def unregister_model(module):
 
 
 def register_nodes(path=None):
-    """Isolates the calling pack; see :func:`comfy_airlock.host.register_nodes`."""
-    import inspect
-
+    """Isolates the pack at ``path`` (its ``__init__.py`` or folder; default: the pack being
+    imported, found in ``sys.modules`` with no frame read, ADR 0033); see
+    :func:`comfy_airlock.host.register_nodes`."""
     from comfy_airlock.host import register_nodes as _register
 
     if path is None:
-        path = inspect.stack()[1].filename
+        import os
+
+        from comfy_airlock.compat import importing
+
+        def is_pack(folder):
+            return os.path.isfile(os.path.join(folder, "airlock.toml")) or os.path.isfile(
+                os.path.join(folder, "comfy-env.toml")
+            )
+
+        found = importing.importing_pack(is_pack)
+        if found is None:
+            raise RuntimeError(
+                "comfy_airlock.register_nodes() found no pack being imported: pass the pack's "
+                "__file__, or call it from the __init__.py of a pack with an airlock.toml"
+            )
+        path = found[1]
     return _register(path)
 
 

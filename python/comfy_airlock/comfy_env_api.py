@@ -32,12 +32,15 @@ def _in_worker() -> bool:
     return settings.get().worker
 
 
-def register_nodes(
-    caller_file: str | None, caller_module: str | None, nodes_package: str
-) -> Mappings:
-    if not caller_file:
-        raise RuntimeError("comfy_env.register_nodes() must be called from a pack's __init__.py")
-    pkg_dir = os.path.dirname(os.path.abspath(caller_file))
+def register_nodes(importing: tuple[str, str] | None, nodes_package: str) -> Mappings:
+    """``importing``: ``(module name, folder)`` of the pack being imported
+    (``compat.importing``)."""
+    if importing is None:
+        raise RuntimeError(
+            "comfy_env.register_nodes() found no pack being imported: call it from the "
+            f"__init__.py of a pack that has a {nodes_package}/ folder, while ComfyUI imports it"
+        )
+    caller_module, pkg_dir = importing
     root = root_config.read(pkg_dir)
     root_config.load_serializers(pkg_dir, root)
     if _in_worker():
@@ -143,10 +146,31 @@ def _ensure(pkg_dir: str, config: str, *, build: bool, progress: Any = None) -> 
     )
 
 
-def setup_env(caller_file: str | None) -> None:
-    if _in_worker() or not caller_file:
+_SETUP_REPORTED: set[str] = set()
+
+
+def _custom_node_packs() -> list[str]:
+    """The folders in ComfyUI's ``custom_nodes`` folders (none outside ComfyUI)."""
+    fp = sys.modules.get("folder_paths")
+    roots = fp.get_folder_paths("custom_nodes") if fp is not None else []
+    return sorted(
+        e.path for root in roots if os.path.isdir(root) for e in os.scandir(root) if e.is_dir()
+    )
+
+
+def setup_env() -> None:
+    if _in_worker():
         return
-    pkg_dir = os.path.dirname(os.path.abspath(caller_file))
+    for pkg_dir in _custom_node_packs():
+        if pkg_dir not in _SETUP_REPORTED:
+            _SETUP_REPORTED.add(pkg_dir)
+            try:
+                _report_envs(pkg_dir)
+            except Exception as e:  # a report never stops ComfyUI's start
+                log.error("[comfy-airlock] %s: %s", os.path.basename(pkg_dir), e)
+
+
+def _report_envs(pkg_dir: str) -> None:
     from comfy_airlock import env
 
     for name, config in _envs(pkg_dir):
@@ -207,8 +231,9 @@ def _destination(caller_dir: Path, dst: Any) -> Path:
     return caller_dir / p
 
 
-def copy_files(caller_file: str | None, src: Any, dst: Any, pattern: str, overwrite: bool) -> int:
-    caller_dir = Path(os.path.abspath(caller_file)).parent if caller_file else Path.cwd()
+def copy_files(base_dir: str | None, src: Any, dst: Any, pattern: str, overwrite: bool) -> int:
+    """``base_dir``: where relative paths start (default: the working directory)."""
+    caller_dir = Path(base_dir) if base_dir else Path.cwd()
     src_p = Path(src) if Path(src).is_absolute() else caller_dir / src
     if not src_p.exists():
         return 0

@@ -42,6 +42,11 @@ else:
     fake_cuda(torch, CARD)
     comfy.cli_args.args.lowvram = VRAM == "low"
     comfy.cli_args.args.novram = VRAM == "no"
+# Upstream's memory flags, set before it reads them at import (the workers mirror them):
+# ``SCENARIO_RESERVE_GIB`` is ``--reserve-vram``, ``SCENARIO_SMART=off`` ``--disable-smart-memory``.
+if os.environ.get("SCENARIO_RESERVE_GIB"):
+    comfy.cli_args.args.reserve_vram = float(os.environ["SCENARIO_RESERVE_GIB"])
+comfy.cli_args.args.disable_smart_memory = os.environ.get("SCENARIO_SMART") == "off"
 import comfy.model_management as mm  # noqa: E402
 import folder_paths  # noqa: E402, F401  (the worker mirrors the host's folders)
 

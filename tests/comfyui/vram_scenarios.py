@@ -102,6 +102,63 @@ def scenario_busy_partial(semantics: str):
     return out
 
 
+def scenario_reserve(semantics: str):
+    """``--reserve-vram 2`` (``SCENARIO_RESERVE_GIB=2``), mirrored to the worker, which has
+    imported its ComfyUI: upstream keeps its reserve and room to run free for every load. A pack's
+    model W (4 GiB in 8 parts) on a 16 GiB card; the host loads 10 GiB, for which upstream's
+    ``free_memory`` wants ``1.1 x 10 GiB + max(0.8 GiB + 2 GiB, 2 GiB)`` free and takes part of W
+    through its stand-in; the pack's next node uses W as loaded once, and the worker asks for it
+    back with the same formula, so the host takes room from its own model through upstream and
+    the reserve and room to run stay free after every step."""
+    card = start(semantics)
+    pack, wpid = worker("memory-pack", comfy=True)
+    steps: list = []
+    out = {
+        "vram_state": mm.vram_state.name,
+        "steps": steps,
+        "host_minimum": mm.minimum_inference_memory(),
+        "free": [],
+    }
+    call(pack, "make_model", "W", 4096, "cuda:0", 8, True)
+    _step(steps, "made", card, pack, wpid)
+    out["free"].append(card.free())
+    host = HostModel(card, "H", 10 * GIB, 20)
+    host_load(host)
+    _step(steps, "host loaded", card, pack, wpid, host)
+    out["free"].append(card.free())
+    before = len(call(pack, "asked"))
+    call(pack, "use_plain", "W")
+    out["asked"] = [
+        [a["topic"], a["need"], (a.get("answer") or {}).get("granted")]
+        for a in call(pack, "asked")[before:]
+    ]
+    _step(steps, "pack ran", card, pack, wpid, host)
+    out["free"].append(card.free())
+    return out
+
+
+def scenario_smart_off(semantics: str):
+    """``--disable-smart-memory`` (``SCENARIO_SMART=off``): upstream unloads every model it
+    does not need on each load, and ``execution.py`` calls ``unload_all_models()`` after each
+    prompt. A pack's model W (4 GiB) on a 16 GiB card with room to spare; the host loads 1 GiB:
+    W is unloaded whole all the same; the pack's next node gets W back; the prompt ends and
+    ``unload_all_models()`` takes W again. The ledger is the card's truth after every step."""
+    card = start(semantics)
+    pack, wpid = worker("memory-pack")
+    steps: list = []
+    out = {"vram_state": mm.vram_state.name, "smart_off": mm.DISABLE_SMART_MEMORY, "steps": steps}
+    call(pack, "make_model", "W", 4096, "cuda:0", 8, True)
+    _step(steps, "made", card, pack, wpid)
+    host = HostModel(card, "H", 1 * GIB, 2)
+    host_load(host)
+    _step(steps, "host loaded", card, pack, wpid, host)
+    call(pack, "use_plain", "W")
+    _step(steps, "pack ran", card, pack, wpid, host)
+    mm.unload_all_models()  # what execution.py does at the end of a prompt with this flag
+    _step(steps, "prompt done", card, pack, wpid, host)
+    return out
+
+
 def scenario_sentinel(semantics: str):
     """Under ``--novram`` upstream loads every model with the budget 0.1 (its sentinel for
     "as little as possible"): a host node asking for a worker's partly offloaded model sends

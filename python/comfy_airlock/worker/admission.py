@@ -59,6 +59,19 @@ def needs(
     }
 
 
+def module_need(missing: int) -> tuple[float, float]:
+    """``(need, minimum)`` for putting back ``missing`` bytes of a pack's own module: what
+    upstream's ``load_models_gpu`` asks for a model of that size (``1.1 * bytes +
+    minimum_inference_memory()``, which holds ``--reserve-vram``), so that the user's reserve
+    and room to run stay free as for ComfyUI's own models; just the bytes in a worker that has
+    not imported ComfyUI (nothing there knows a reserve)."""
+    mm = sys.modules.get("comfy.model_management")
+    if mm is None:
+        return missing, missing
+    extra = max(mm.minimum_inference_memory(), mm.extra_reserved_memory())
+    return missing * 1.1 + extra, extra
+
+
 @contextlib.contextmanager
 def corrected_reserve(mm: Any, devices: list[Any]) -> Iterator[None]:
     """The worker's ``EXTRA_RESERVED_VRAM`` raised by its view's blind term during the load, so

@@ -14,8 +14,9 @@ simulated GPU (tests and benchmarks) nothing moves and residency is booked on th
 
 **Eviction never breaks a pack.** When the host evicts part of a module, forward pre-hooks are
 armed on it and its submodules. The pack's next use of it (``module(x)``, or any submodule's)
-first asks the host to admit the bytes coming back (``admit?``, as the worker's own
-``load_models_gpu`` does for ComfyUI's models), loads them, and marks the module in use for the
+first asks the host to admit the bytes coming back (``admit?``, with upstream's formula for a
+load of that size, as the worker's own ``load_models_gpu`` does for ComfyUI's models: the user's
+``--reserve-vram`` and room to run stay free), loads them, and marks the module in use for the
 rest of the call, so the host does not take it away again mid-node. A pack's own ``.to()`` onto
 the device does the same work without the question, and the ledger follows it.
 """
@@ -198,7 +199,8 @@ def restore(m: Module) -> None:
         return
     answers = []
     if m.device != "cpu" and link.in_call():
-        answers.append(admission.ask("admit?", m.device, missing, missing, [m.id]))
+        need, minimum = admission.module_need(missing)
+        answers.append(admission.ask("admit?", m.device, need, minimum, [m.id]))
         if answers[0].get("granted") is False:
             log.warning(
                 "the host did not admit %d bytes of %s back; loading them as its own "

@@ -8,15 +8,22 @@ environments, ``install`` builds them, ``register_serializer`` adds a codec.
 """
 
 import os
-import sys
 
 __version__ = "0.0.0+comfy-airlock"
 __all__ = ["copy_files", "install", "register_nodes", "register_serializer", "setup_env"]
 
 
-def _caller(depth: int = 2):
-    g = sys._getframe(depth).f_globals
-    return g.get("__file__"), g.get("__name__")
+def _importing(nodes_package="nodes"):
+    """``(module name, folder)`` of the pack being imported, or None. comfy-env reads its
+    caller's frame for this; we read ``sys.modules`` (ADR 0033)."""
+    from comfy_airlock.compat import importing
+
+    def is_pack(folder):
+        return os.path.isdir(os.path.join(folder, nodes_package)) or os.path.isfile(
+            os.path.join(folder, "comfy-env.toml")
+        )
+
+    return importing.importing_pack(is_pack)
 
 
 def register_nodes(nodes_package="nodes"):
@@ -26,37 +33,39 @@ def register_nodes(nodes_package="nodes"):
     imported here, as comfy-env does. In a worker: nothing (the worker imports the nodes)."""
     from comfy_airlock import comfy_env_api as host
 
-    file, module = _caller()
-    return host.register_nodes(file, module, nodes_package)
+    return host.register_nodes(_importing(nodes_package), nodes_package)
 
 
 def setup_env():
-    """``prestartup_script.py``: says whether each of the calling pack's environments is
-    ready. Never raises."""
+    """``prestartup_script.py``: says whether each environment of the comfy-env packs in
+    ComfyUI's ``custom_nodes`` folders is ready, once per process (a prestartup script is not
+    a module ComfyUI keeps, so which pack asked is not known without reading a frame).
+    Never raises."""
     from comfy_airlock import comfy_env_api as host
 
-    file, _ = _caller()
-    host.setup_env(file)
+    host.setup_env()
 
 
 def install(config=None, node_dir=None, log_callback=None, dry_run=False):
-    """``install.py``: builds the calling pack's environments (``dry_run``: plans them)."""
+    """``install.py``: builds the environments of the pack in ``node_dir`` (default: the
+    folder of the script Python runs, ``python install.py`` as ComfyUI-Manager runs it, else
+    the working directory); ``dry_run``: plans them."""
     from comfy_airlock import comfy_env_api as host
+    from comfy_airlock.compat import importing
 
-    file, _ = _caller()
-    return host.install(
-        node_dir or (os.path.dirname(file) if file else None), log_callback, dry_run
-    )
+    return host.install(node_dir or importing.script_dir() or os.getcwd(), log_callback, dry_run)
 
 
 def copy_files(src, dst, pattern="*", overwrite=False):
-    """Copies files matching ``pattern`` from ``src`` to ``dst`` (relative paths: from the
-    calling script's folder; ``input/``, ``output/``, ``temp/``, ``user/``: ComfyUI's own
-    folders). Existing files are kept unless ``overwrite``. Returns how many were copied."""
+    """Copies files matching ``pattern`` from ``src`` to ``dst``. A ``dst`` starting with
+    ``input/``, ``output/``, ``temp/`` or ``user/`` is ComfyUI's own folder; other relative
+    paths are from the folder of the pack being imported, else from the working directory
+    (a prestartup script passes absolute paths, as comfy-env packs do). Existing files are
+    kept unless ``overwrite``. Returns how many were copied."""
     from comfy_airlock import comfy_env_api as host
 
-    file, _ = _caller()
-    return host.copy_files(file, src, dst, pattern, overwrite)
+    found = _importing()
+    return host.copy_files(found[1] if found else None, src, dst, pattern, overwrite)
 
 
 def register_serializer(type_name, serialize, deserialize=None, tag=None):

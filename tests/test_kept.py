@@ -1,7 +1,7 @@
-"""Kept copies (comfy_airlock/kept.py, ADR 0027): a tensor the host sends again unchanged goes
-as a reference to the copy it made the first time, and never with stale bytes, whatever route
-wrote it: torch in place, a numpy view, a raw pointer, another tensor on the same storage, the
-worker writing into its own view."""
+"""Kept copies (comfy_airlock/kept.py, ADRs 0027 and 0034): a tensor the host sends again
+unchanged goes as a reference to the copy it kept from its second send, and never with stale
+bytes, whatever route wrote it: torch in place, a numpy view, a raw pointer, another tensor on
+the same storage, the worker writing into its own view. A tensor sent once is not kept."""
 
 from __future__ import annotations
 
@@ -33,14 +33,23 @@ def _sees(w, x, i):
     return w.call("airlock_testpack:at", x, i)
 
 
+def _kept(w, x, i=0):
+    """Sends ``x`` twice: remembered the first time, kept the second."""
+    _sees(w, x, i)
+    return _sees(w, x, i)
+
+
 def test_an_unchanged_tensor_goes_again_without_a_copy(host_worker):
     w = host_worker
     x = torch.rand(N)
-    assert _sees(w, x, 5) == x[5].item()
     reused, copied = _counts(w)
+    assert _sees(w, x, 5) == x[5].item()
+    assert _counts(w) == (reused, copied), "a first send is copied, not kept"
+    assert _sees(w, x, 5) == x[5].item()
+    assert _counts(w) == (reused, copied + 1), "kept from its second send"
     for _ in range(3):
         assert _sees(w, x, 5) == x[5].item()
-    assert _counts(w) == (reused + 3, copied), "sent again by reference"
+    assert _counts(w) == (reused + 3, copied + 1), "sent again by reference"
     view = x[: N // 2]  # another tensor on the same memory, unchanged: the watch decides
     assert _sees(w, view, 7) == x[7].item()
 
@@ -76,6 +85,7 @@ def _write_routes(x):
 def test_no_write_by_any_route_is_missed(host_worker):
     w = host_worker
     x = torch.zeros(N)
+    _sees(w, x, 9)  # remembered: from here on each send is kept or goes by reference
     for write in _write_routes(x):
         version = x._version
         _sees(w, x, 9)  # kept, or sent by reference
@@ -93,7 +103,7 @@ def test_inference_tensors_are_kept_and_their_writes_seen(host_worker):
     with torch.inference_mode():
         x = torch.zeros(N)
         assert x.is_inference()
-        _sees(w, x, 4)
+        _kept(w, x, 4)
         reused, copied = _counts(w)
         assert _sees(w, x, 4) == 0
         assert _counts(w) == (reused + 1, copied)
@@ -107,7 +117,7 @@ def test_a_write_from_another_thread_is_seen(host_worker):
 
     w = host_worker
     x = torch.zeros(N)
-    _sees(w, x, 100)
+    _kept(w, x, 100)
     t = threading.Thread(target=lambda: ctypes.memset(x.data_ptr() + 400, 7, 4))
     t.start()
     t.join()
@@ -117,7 +127,7 @@ def test_a_write_from_another_thread_is_seen(host_worker):
 def test_numpy_arrays_are_kept_too(host_worker):
     w = host_worker
     a = np.zeros(N, dtype=np.float32)
-    _sees(w, a, 3)
+    _kept(w, a, 3)
     reused, copied = _counts(w)
     assert _sees(w, a, 3) == 0
     assert _counts(w) == (reused + 1, copied)
@@ -128,6 +138,7 @@ def test_numpy_arrays_are_kept_too(host_worker):
 def test_the_workers_writes_to_its_view_never_reach_the_kept_copy(host_worker):
     w = host_worker
     x = torch.full((N,), 2.0)
+    _kept(w, x)
     for through_numpy in (False, True):
         # The node writes into its input in place: it sees its write...
         assert w.call("airlock_testpack:scribble", x, 99.0, through_numpy) == 99.0
@@ -140,6 +151,7 @@ def test_the_workers_writes_to_its_view_never_reach_the_kept_copy(host_worker):
 def test_a_view_the_worker_keeps_and_writes_does_not_show_in_a_new_one(host_worker):
     w = host_worker
     x = torch.full((N,), 3.0)
+    _kept(w, x)
     i = w.call("airlock_testpack:keep_scribbled", x, 42.0) - 1
     assert _sees(w, x, 0) == 3.0, "the new view shows the host's bytes"
     assert w.call("airlock_testpack:kept_at", i, 0) == 42.0, "the kept view keeps its write"
@@ -149,6 +161,7 @@ def test_a_view_the_worker_keeps_and_writes_does_not_show_in_a_new_one(host_work
 def test_a_returned_kept_region_is_the_hosts_own_private_view(host_worker):
     w = host_worker
     x = torch.full((N,), 4.0)
+    _kept(w, x)
     y = w.call("airlock_testpack:echo", x)  # a reference back to our kept copy
     assert torch.equal(x, y)
     y[0] = -1.0  # the host writes into what came back...
@@ -160,7 +173,7 @@ def test_a_returned_kept_region_is_the_hosts_own_private_view(host_worker):
 def test_the_copy_goes_with_its_tensor(make_worker):
     w = make_worker()
     x = torch.rand(N)
-    _sees(w, x, 0)
+    _kept(w, x)
     assert kept.stats(w.lane)["bytes"] == 4 * N
     del x
     gc.collect()
@@ -173,18 +186,33 @@ def test_the_budget_keeps_the_most_recent(make_worker, monkeypatch):
     monkeypatch.setattr(settings.get(), "keep_sent", 6 << 20)
     w = make_worker()
     a, b = torch.rand(N), torch.rand(N)  # 4 MiB each, 6 MiB allowed
-    _sees(w, a, 0)
-    _sees(w, b, 0)
+    _kept(w, a)
+    _kept(w, b)
     s = kept.stats(w.lane)
     assert (s["copies"], s["bytes"]) == (1, 4 * N)
     _, copied = _counts(w)
     _sees(w, a, 0)
-    assert _counts(w)[1] == copied + 1, "a was evicted for b, and copied again"
+    assert _counts(w)[1] == copied, "a was evicted for b: sent as a plain copy..."
+    _sees(w, a, 0)
+    assert _counts(w)[1] == copied + 1, "...and kept again from its next send"
 
 
 def test_shared_memory_is_never_kept(host_worker):
     w = host_worker
     x = torch.rand(N).share_memory_()  # another process could write it
     before = kept.stats(w.lane)["copied"]
-    assert _sees(w, x, 1) == x[1].item()
+    assert _kept(w, x, 1) == x[1].item()
     assert kept.stats(w.lane)["copied"] == before
+
+
+def test_a_tensor_sent_once_is_not_kept_nor_another_object_on_its_memory(make_worker):
+    w = make_worker()
+    x = torch.rand(N)
+    _sees(w, x, 0)
+    assert kept.stats(w.lane)["bytes"] == 0, "a first send keeps nothing"
+    same_memory = x.view(N)  # another object on the same bytes: not "sent before"
+    _sees(w, same_memory, 0)
+    assert kept.stats(w.lane)["copied"] == 0
+    for _ in range(2):
+        assert _sees(w, x, 3) == x[3].item()
+    assert kept.stats(w.lane)["copied"] == 1

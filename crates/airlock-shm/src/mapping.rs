@@ -76,17 +76,25 @@ impl Drop for Mapping {
 /// Below this, one thread copies: spawning helpers costs more than it saves.
 const PARALLEL_MIN: usize = 32 << 20;
 
+/// The cores this process may run on, read once.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |p| p.get()))
+}
+
 /// Copies `n` bytes from `src` to `dst`, on up to four threads for large copies.
 ///
 /// # Safety
 /// `src` must be readable and `dst` writable for `n` bytes, and the ranges must not overlap
 /// or be written by anyone else during the copy.
 pub unsafe fn copy_nonoverlapping(src: *const u8, dst: *mut u8, n: usize) {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |p| p.get())
-        .min(4)
-        .min(n / PARALLEL_MIN)
-        .max(1);
+    // Small copies never ask how many cores there are: `available_parallelism` reads the
+    // cgroup's files on every call (tens of microseconds, on every tensor crossing).
+    let threads = if n < 2 * PARALLEL_MIN {
+        1
+    } else {
+        cores().min(4).min(n / PARALLEL_MIN).max(1)
+    };
     if threads == 1 {
         // SAFETY: the caller's contract.
         unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };

@@ -282,8 +282,8 @@ class Settings:
         "AIRLOCK_KEEP_SENT_MIB",
         _mib,
         1024 * MIB,
-        "MiB of copies ComfyUI keeps per worker so that a tensor sent again unchanged goes "
-        "without a copy; `0` (or `off`) copies on every send",
+        "MiB of copies ComfyUI keeps per worker (of tensors sent twice) so that a tensor sent "
+        "again unchanged goes without a copy; `0` (or `off`) copies on every send",
         shown="`1024`",
     )
     # --- routes --------------------------------------------------------------------------

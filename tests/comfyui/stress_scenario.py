@@ -358,10 +358,9 @@ class WorkerActor(Actor):
 
     def _check_ledger(self, held: dict[str, int]) -> None:
         """Right after the node, still on the execution thread (its report reconciled during
-        the call): every model the worker holds has exactly one entry in upstream's list. An
-        eviction since (the heartbeat's) leaves the entry until the next report; an entry
-        upstream dropped while the worker kept part of the model (``kept``) comes back on the
-        heartbeat."""
+        the call, and a model upstream dropped while the node used it inserted again at that
+        boundary, ADR 0030): every model the worker holds has exactly one entry in upstream's
+        list. An eviction since (the heartbeat's) leaves the entry until the next report."""
         self.ledger_checks += 1
         for n, b in held.items():
             if b <= 0:
@@ -373,10 +372,7 @@ class WorkerActor(Actor):
                 and lm.model.handle is self.pack
                 and lm.model.model.name == n
             ]
-            known = [s for s in LEDGER.standins(self.name) if s.model.name == n]
             if len(mine) == 1 and mine[0].generation == self.generation:
-                continue
-            if not mine and any(getattr(s, "kept", False) for s in known):
                 continue
             self.problems.append(
                 f"{self.name}: after a node, {n} holds {b} bytes and upstream's list has "

@@ -49,6 +49,17 @@ def _step(out: list, label: str, card, pack, wpid: int, host: HostModel | None =
     )
 
 
+def _use_asking(pack, name: str) -> list:
+    """The pack's node uses ``name`` as loaded once; returns what the worker asked the host
+    meanwhile: ``[topic, need, granted]`` each."""
+    before = len(call(pack, "asked"))
+    call(pack, "use_plain", name)
+    return [
+        [a["topic"], a["need"], (a.get("answer") or {}).get("granted")]
+        for a in call(pack, "asked")[before:]
+    ]
+
+
 def scenario_module_comes_back(semantics: str):
     """A pack's model (4 GiB in 8 parts) on a 16 GiB card; the host loads 13 GiB through
     upstream's ``load_models_gpu``, whose ``free_memory`` evicts the worker's model, and loads
@@ -64,12 +75,7 @@ def scenario_module_comes_back(semantics: str):
     host = HostModel(card, "H", 13 * GIB, 26)
     host_load(host)
     _step(steps, "host loaded", card, pack, wpid, host)
-    before = len(call(pack, "asked"))
-    call(pack, "use_plain", "W")
-    out["asked"] = [
-        [a["topic"], a["need"], (a.get("answer") or {}).get("granted")]
-        for a in call(pack, "asked")[before:]
-    ]
+    out["asked"] = _use_asking(pack, "W")
     _step(steps, "pack ran", card, pack, wpid, host)
     return out
 
@@ -126,12 +132,7 @@ def scenario_reserve(semantics: str):
     host_load(host)
     _step(steps, "host loaded", card, pack, wpid, host)
     out["free"].append(card.free())
-    before = len(call(pack, "asked"))
-    call(pack, "use_plain", "W")
-    out["asked"] = [
-        [a["topic"], a["need"], (a.get("answer") or {}).get("granted")]
-        for a in call(pack, "asked")[before:]
-    ]
+    out["asked"] = _use_asking(pack, "W")
     _step(steps, "pack ran", card, pack, wpid, host)
     out["free"].append(card.free())
     return out

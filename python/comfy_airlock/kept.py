@@ -16,10 +16,10 @@ numpy, a raw pointer, another tensor on the same storage, another thread, the ke
 Only the host keeps copies, of dense tensors and arrays of at least ``MIN_BYTES``, up to
 ``settings.keep_sent`` per worker (default 1024; 0 turns keeping off); the least recently
 sent go first. A tensor is kept from its *second* send (ADR 0034): starting a watch and
-ending it when the tensor dies cost more than the copy saves for a tensor sent once (the
-fresh outputs most nodes pass on: +130 µs a send at 1 MiB, +4.5 ms at 64 MiB), so a first
-send is only remembered, by a weak reference to the same object. A copy goes when its tensor dies, when it is found changed (a new one is made),
-and when the host trims an idle worker's memory (:func:`drop_all`).
+ending it when the tensor dies cost a tensor sent once (the fresh outputs most nodes pass on)
+more than a copy saves, so a first send is only remembered, by a weak reference to the same
+object. A copy goes when its tensor dies, when it is found changed (a new one is made), and
+when the host trims an idle worker's memory (:func:`drop_all`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class _Kept:
         # Sent once, not kept: (address, nbytes) -> a weak reference to the object sent.
         self.seen: OrderedDict[tuple[int, int], weakref.ref] = OrderedDict()
         self.reused = 0  # sends that went as a reference to a kept copy
-        self.copied = 0  # kept copies made (first sends, and sends after a write)
+        self.copied = 0  # kept copies made (second sends, and sends after a write)
 
     def forget(self, key: tuple[int, int], entry: _Entry) -> None:
         # Once per entry: its source's death may come after it was replaced or evicted.

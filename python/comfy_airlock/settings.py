@@ -435,6 +435,13 @@ RUST_ONLY: dict[str, tuple[str, str, str]] = {
         "`256`",
         "the most segments (each a file descriptor in ComfyUI) one worker may hand over at once",
     ),
+    "AIRLOCK_LANE_SPIN_US": (
+        "airlock-supervisor/src/spin.rs",
+        "`50`",
+        "microseconds a side waiting on a call lane (ComfyUI for a reply, a worker for the next "
+        "call) asks without sleeping, yielding the CPU, before it sleeps (ADR 0035); `0` sleeps "
+        "at once; at most `1000`",
+    ),
     "AIRLOCK_SIM_SEMANTICS": (
         "airlock-sim/src/semantics.rs",
         "`device_wide`",

@@ -65,16 +65,32 @@ pub fn recv_with_fds(
     buf: &mut [u8],
     fds: &mut Vec<OwnedFd>,
 ) -> std::io::Result<usize> {
+    recv_flags(sock, buf, fds, RecvFlags::CMSG_CLOEXEC)
+}
+
+/// [`recv_with_fds`] that never blocks: an error of kind `WouldBlock` when nothing is there.
+pub fn try_recv_with_fds(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+    fds: &mut Vec<OwnedFd>,
+) -> std::io::Result<usize> {
+    recv_flags(
+        sock,
+        buf,
+        fds,
+        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+    )
+}
+
+fn recv_flags(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+    fds: &mut Vec<OwnedFd>,
+    flags: RecvFlags,
+) -> std::io::Result<usize> {
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS_PER_READ))];
     let mut cmsg = RecvAncillaryBuffer::new(&mut space);
-    let msg = retry(|| {
-        rustix::net::recvmsg(
-            sock,
-            &mut [IoSliceMut::new(buf)],
-            &mut cmsg,
-            RecvFlags::CMSG_CLOEXEC,
-        )
-    })?;
+    let msg = retry(|| rustix::net::recvmsg(sock, &mut [IoSliceMut::new(buf)], &mut cmsg, flags))?;
     for m in cmsg.drain() {
         if let RecvAncillaryMessage::ScmRights(received) = m {
             fds.extend(received);

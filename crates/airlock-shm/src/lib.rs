@@ -19,7 +19,10 @@ mod segment;
 mod settings;
 
 pub use error::ShmError;
-pub use fdpass::{MAX_FDS_PER_READ, borrow_all, recv_with_fds, send_with_fds, try_send_with_fds};
+pub use fdpass::{
+    MAX_FDS_PER_READ, borrow_all, recv_with_fds, send_with_fds, try_recv_with_fds,
+    try_send_with_fds,
+};
 pub use mapping::copy_nonoverlapping;
 pub use pages::{WriteWatch, private_pages, write_watch_supported};
 pub use pid::current_pid;

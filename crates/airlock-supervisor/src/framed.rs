@@ -9,10 +9,11 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
-use airlock_shm::recv_with_fds;
+use airlock_shm::{recv_with_fds, try_recv_with_fds};
 use airlock_wire::Message;
 
 use crate::error::LaneError;
@@ -35,6 +36,13 @@ pub(crate) struct Framed {
     /// The host's rule for refused input (see [`Guard`]) and this lane's name; unset in a
     /// worker and during the handshake, where every refusal is only counted.
     guard: OnceLock<(Arc<Guard>, &'static str)>,
+    /// Whether a read asks without blocking for a while before it sleeps (call lanes only:
+    /// [`crate::spin`]).
+    spins: AtomicBool,
+    /// How long the last read waited for its first byte, in nanoseconds (u64::MAX: it timed
+    /// out): a read spins only when the last wait was shorter than the budget
+    /// ([`crate::spin::worth_spinning`]).
+    last_wait: AtomicU64,
 }
 
 struct Reader {
@@ -59,7 +67,14 @@ impl Framed {
             owner: airlock_shm::current_pid(),
             timeout: Mutex::new(None),
             guard: OnceLock::new(),
+            spins: AtomicBool::new(false),
+            last_wait: AtomicU64::new(0),
         }
+    }
+
+    /// Makes this lane's reads spin briefly before they sleep ([`crate::spin`]).
+    pub fn spin_before_sleeping(&self) {
+        self.spins.store(true, Ordering::Relaxed);
     }
 
     /// Puts this lane under `guard`'s rule.
@@ -223,7 +238,30 @@ impl Framed {
         let spare = r.decoder.spare(READ_CHUNK);
         let spare_len = spare.len();
         let mut fds = Vec::new();
-        let n = match recv_with_fds(self.sock.as_fd(), spare, &mut fds) {
+        let budget = if self.spins.load(Ordering::Relaxed) {
+            crate::spin::budget()
+        } else {
+            Duration::ZERO
+        };
+        let would_block = |g: &std::io::Result<usize>| matches!(g, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        let start = Instant::now();
+        let mut got = Err(std::io::ErrorKind::WouldBlock.into());
+        if crate::spin::worth_spinning(budget, self.last_wait.load(Ordering::Relaxed)) {
+            got = crate::spin::spin(budget, || {
+                try_recv_with_fds(self.sock.as_fd(), &mut *spare, &mut fds)
+            });
+        }
+        if would_block(&got) {
+            got = recv_with_fds(self.sock.as_fd(), spare, &mut fds);
+        }
+        if !budget.is_zero() {
+            let waited = match &got {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => u64::MAX,
+                _ => start.elapsed().as_nanos().min(u64::MAX as u128 - 1) as u64,
+            };
+            self.last_wait.store(waited, Ordering::Relaxed);
+        }
+        let n = match got {
             Ok(n) => n,
             // Our own shutdown after the peer died looks like a reset; either way, the end.
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => 0,

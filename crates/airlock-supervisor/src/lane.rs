@@ -29,6 +29,7 @@ pub struct CallLane {
 
 impl CallLane {
     pub(crate) fn from_framed(framed: Framed, side: Side, pool: PoolConfig) -> Self {
+        framed.spin_before_sleeping();
         CallLane {
             framed,
             shm: Mutex::new(ShmState::new(side, pool)),

@@ -39,6 +39,7 @@ mod session;
 mod shm_state;
 mod signal_page;
 mod spawn;
+mod spin;
 
 pub use call_watch::{CallWatch, Cause, TICK};
 pub use connect::{

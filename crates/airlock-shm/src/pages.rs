@@ -101,6 +101,11 @@ struct Kernel {
     pid: u32,
     uffd: Option<OwnedFd>,
     pagemap: Option<File>,
+    /// `PAGEMAP_SCAN` asked only for written pages takes the kernel's fast path, which reads
+    /// each entry's write-protection alone (about 35x faster: 14 µs against 500 µs for
+    /// 64 MiB here); trusted from the kernel that reads it right for entries that are not
+    /// present ([`written_scan_is_exact`]).
+    fast_written: bool,
 }
 
 static KERNEL: Mutex<Option<Kernel>> = Mutex::new(None);
@@ -125,6 +130,34 @@ fn open_uffd() -> Option<OwnedFd> {
     (ok && api.features & wanted == wanted).then_some(fd)
 }
 
+/// Whether a kernel of this release (`uname -r`) answers a written-only `PAGEMAP_SCAN` exactly.
+///
+/// Asked for `PAGE_IS_WRITTEN` alone, the kernel skips computing each page's categories and
+/// reports a page unless its entry is write-protected: present and protected, or swapped out
+/// (or a marker) and protected. A page dropped since (`MADV_DONTNEED` on anonymous memory
+/// leaves an empty entry) is reported, as a write is; a page swapped out unwritten is not,
+/// and it comes back with the same bytes. Before Linux 6.10 ("fs/proc/task_mmu: fix uffd-wp
+/// confusion in pagemap_scan_pmd_entry", April 2024) that path read the protection bit of a
+/// swapped-out entry at the wrong place and could miss a write; there the full walk is used.
+fn written_scan_is_exact(release: &str) -> bool {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next().and_then(|p| p.parse::<u32>().ok());
+    let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
+    matches!((major, minor), (Some(a), Some(b)) if (a, b) >= (6, 10))
+}
+
+fn kernel_release() -> String {
+    // SAFETY: uname fills the struct it is given.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return String::new();
+    }
+    // SAFETY: uname NUL-terminates each field.
+    unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// Runs `f` with this process's descriptors (opened if need be).
 fn with_kernel<T>(f: impl FnOnce(&Kernel) -> T) -> T {
     let mut k = KERNEL.lock().unwrap_or_else(|p| p.into_inner());
@@ -134,6 +167,7 @@ fn with_kernel<T>(f: impl FnOnce(&Kernel) -> T) -> T {
             pid,
             uffd: open_uffd(),
             pagemap: File::open("/proc/self/pagemap").ok(),
+            fast_written: written_scan_is_exact(&kernel_release()),
         });
     }
     f(k.as_ref().expect("just set"))
@@ -145,27 +179,37 @@ fn page_span(addr: usize, len: usize) -> (usize, usize) {
     (lo, hi)
 }
 
-/// One `PAGEMAP_SCAN` of `[lo, hi)` into `vec`: the regions found, and where the walk ended.
-fn scan(
-    pagemap: &File,
-    (lo, hi): (usize, usize),
+/// What a scan reports of each region found: every category the walks here look at.
+const ALL_CATEGORIES: u64 = PAGE_IS_WRITTEN | PAGE_IS_FILE | PAGE_IS_PRESENT | PAGE_IS_SWAPPED;
+
+/// Which pages a scan reports (the kernel's category masks) and what it says of them.
+#[derive(Clone, Copy, Default)]
+struct Query {
     flags: u64,
     inverted: u64,
     mask: u64,
     anyof: u64,
+    ret: u64,
+}
+
+/// One `PAGEMAP_SCAN` of `[lo, hi)` into `vec`: the regions found, and where the walk ended.
+fn scan(
+    pagemap: &File,
+    (lo, hi): (usize, usize),
+    q: Query,
     vec: &mut [PageRegion],
 ) -> std::io::Result<(usize, u64)> {
     let mut arg = ScanArg {
         size: std::mem::size_of::<ScanArg>() as u64,
-        flags,
+        flags: q.flags,
         start: lo as u64,
         end: hi as u64,
         vec: vec.as_mut_ptr() as u64,
         vec_len: vec.len() as u64,
-        category_inverted: inverted,
-        category_mask: mask,
-        category_anyof_mask: anyof,
-        return_mask: PAGE_IS_WRITTEN | PAGE_IS_FILE | PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+        category_inverted: q.inverted,
+        category_mask: q.mask,
+        category_anyof_mask: q.anyof,
+        return_mask: q.ret,
         ..ScanArg::default()
     };
     // SAFETY: PAGEMAP_SCAN writes at most `vec_len` regions into `vec`.
@@ -253,10 +297,12 @@ impl WriteWatch {
             let (found, _) = scan(
                 pagemap,
                 page_span(addr, len),
-                0,
-                PAGE_IS_PRESENT,
-                0,
-                PAGE_IS_PRESENT | PAGE_IS_FILE,
+                Query {
+                    inverted: PAGE_IS_PRESENT,
+                    anyof: PAGE_IS_PRESENT | PAGE_IS_FILE,
+                    ret: ALL_CATEGORIES,
+                    ..Query::default()
+                },
                 &mut vec,
             )
             .ok()?;
@@ -321,19 +367,32 @@ impl WriteWatch {
             let mut clean = unsafe { self.head.same() && self.tail.same() };
             if clean && self.hi > self.lo {
                 let mut vec = [PageRegion::default(); 1];
-                // Written, or not present (zapped by MADV_DONTNEED, swapped: its bytes may
-                // differ when it returns), or no longer protected at all (CHECK_WPASYNC fails
-                // the scan).
-                clean = scan(
-                    pagemap,
-                    (self.lo, self.hi),
-                    PM_SCAN_CHECK_WPASYNC,
-                    PAGE_IS_PRESENT,
-                    0,
-                    PAGE_IS_WRITTEN | PAGE_IS_PRESENT | PAGE_IS_FILE,
-                    &mut vec,
-                )
-                .is_ok_and(|(found, _)| found == 0);
+                let range = (self.lo, self.hi);
+                let found = if k.fast_written {
+                    // Written, or dropped: anything whose entry is not write-protected
+                    // (see `written_scan_is_exact`); a range no longer protected at all
+                    // fails the scan (CHECK_WPASYNC).
+                    let q = Query {
+                        flags: PM_SCAN_CHECK_WPASYNC,
+                        mask: PAGE_IS_WRITTEN,
+                        ret: PAGE_IS_WRITTEN,
+                        ..Query::default()
+                    };
+                    scan(pagemap, range, q, &mut vec)
+                } else {
+                    // Written, or not present (zapped by MADV_DONTNEED, swapped: its bytes
+                    // may differ when it returns), or no longer protected at all
+                    // (CHECK_WPASYNC fails the scan).
+                    let q = Query {
+                        flags: PM_SCAN_CHECK_WPASYNC,
+                        inverted: PAGE_IS_PRESENT,
+                        anyof: PAGE_IS_WRITTEN | PAGE_IS_PRESENT | PAGE_IS_FILE,
+                        ret: ALL_CATEGORIES,
+                        ..Query::default()
+                    };
+                    scan(pagemap, range, q, &mut vec)
+                };
+                clean = found.is_ok_and(|(found, _)| found == 0);
             }
             if !clean {
                 // SAFETY: the caller's contract.
@@ -378,10 +437,12 @@ pub fn private_pages(addr: usize, len: usize) -> Option<Vec<(usize, usize)>> {
             let (n, walk_end) = scan(
                 pagemap,
                 (lo, hi),
-                0,
-                PAGE_IS_FILE,
-                0,
-                PAGE_IS_FILE,
+                Query {
+                    inverted: PAGE_IS_FILE,
+                    anyof: PAGE_IS_FILE,
+                    ret: ALL_CATEGORIES,
+                    ..Query::default()
+                },
                 &mut vec,
             )
             .ok()?;

@@ -115,3 +115,71 @@ fn private_pages_are_those_written_through_a_private_mapping() {
     );
     unsafe { rustix::mm::munmap(p as *mut _, len).unwrap() };
 }
+
+#[test]
+fn only_kernels_that_read_a_swapped_entry_right_take_the_fast_path() {
+    assert!(written_scan_is_exact("6.18.44-fc-v1098"));
+    assert!(written_scan_is_exact("6.10.0"));
+    assert!(written_scan_is_exact("7.0.1"));
+    assert!(!written_scan_is_exact("6.9.12-200.fc40.x86_64"));
+    assert!(!written_scan_is_exact("6.7.0-rc1"));
+    assert!(!written_scan_is_exact("5.15.0-91-generic"));
+    assert!(!written_scan_is_exact(""));
+    assert!(!written_scan_is_exact("unknown"));
+}
+
+/// Whether the written-only scan and the full walk report anything in `[lo, hi)`.
+fn both_scans(lo: usize, hi: usize) -> (bool, bool) {
+    with_kernel(|k| {
+        let pagemap = k.pagemap.as_ref().unwrap();
+        let mut vec = [PageRegion::default(); 1];
+        let fast = Query {
+            flags: PM_SCAN_CHECK_WPASYNC,
+            mask: PAGE_IS_WRITTEN,
+            ret: PAGE_IS_WRITTEN,
+            ..Query::default()
+        };
+        let full = Query {
+            flags: PM_SCAN_CHECK_WPASYNC,
+            inverted: PAGE_IS_PRESENT,
+            anyof: PAGE_IS_WRITTEN | PAGE_IS_PRESENT | PAGE_IS_FILE,
+            ret: ALL_CATEGORIES,
+            ..Query::default()
+        };
+        let a = scan(pagemap, (lo, hi), fast, &mut vec).unwrap().0 > 0;
+        let b = scan(pagemap, (lo, hi), full, &mut vec).unwrap().0 > 0;
+        (a, b)
+    })
+}
+
+#[test]
+fn the_written_only_scan_agrees_with_the_full_walk() {
+    if !supported() || !with_kernel(|k| k.fast_written) {
+        return;
+    }
+    let mut buf = vec![1u8; 8 << 20];
+    let lo = (buf.as_mut_ptr() as usize).next_multiple_of(PAGE);
+    let hi = lo + (4 << 20);
+    let _w = unsafe { WriteWatch::new(lo, hi - lo) }.unwrap();
+    assert_eq!(both_scans(lo, hi), (false, false), "armed, untouched");
+    unsafe { std::ptr::write_volatile((lo + 5 * PAGE + 7) as *mut u8, 9) };
+    assert_eq!(both_scans(lo, hi), (true, true), "one byte written");
+    assert_eq!(
+        both_scans(lo, lo + 5 * PAGE),
+        (false, false),
+        "pages before it"
+    );
+    unsafe {
+        libc::madvise(
+            (lo + 9 * PAGE) as *mut libc::c_void,
+            PAGE,
+            libc::MADV_DONTNEED,
+        )
+    };
+    let dropped = (lo + 9 * PAGE, lo + 10 * PAGE);
+    assert_eq!(
+        both_scans(dropped.0, dropped.1),
+        (true, true),
+        "a dropped page"
+    );
+}

@@ -192,6 +192,24 @@ struct Query {
     ret: u64,
 }
 
+/// A watched range's written pages, the kernel's fast path (see [`written_scan_is_exact`]).
+const WRITTEN_ONLY: Query = Query {
+    flags: PM_SCAN_CHECK_WPASYNC,
+    inverted: 0,
+    mask: PAGE_IS_WRITTEN,
+    anyof: 0,
+    ret: PAGE_IS_WRITTEN,
+};
+
+/// A watched range's pages written, not present, or not ours alone: the full walk.
+const WRITTEN_OR_GONE: Query = Query {
+    flags: PM_SCAN_CHECK_WPASYNC,
+    inverted: PAGE_IS_PRESENT,
+    mask: 0,
+    anyof: PAGE_IS_WRITTEN | PAGE_IS_PRESENT | PAGE_IS_FILE,
+    ret: ALL_CATEGORIES,
+};
+
 /// One `PAGEMAP_SCAN` of `[lo, hi)` into `vec`: the regions found, and where the walk ended.
 fn scan(
     pagemap: &File,
@@ -372,25 +390,12 @@ impl WriteWatch {
                     // Written, or dropped: anything whose entry is not write-protected
                     // (see `written_scan_is_exact`); a range no longer protected at all
                     // fails the scan (CHECK_WPASYNC).
-                    let q = Query {
-                        flags: PM_SCAN_CHECK_WPASYNC,
-                        mask: PAGE_IS_WRITTEN,
-                        ret: PAGE_IS_WRITTEN,
-                        ..Query::default()
-                    };
-                    scan(pagemap, range, q, &mut vec)
+                    scan(pagemap, range, WRITTEN_ONLY, &mut vec)
                 } else {
                     // Written, or not present (zapped by MADV_DONTNEED, swapped: its bytes
                     // may differ when it returns), or no longer protected at all
                     // (CHECK_WPASYNC fails the scan).
-                    let q = Query {
-                        flags: PM_SCAN_CHECK_WPASYNC,
-                        inverted: PAGE_IS_PRESENT,
-                        anyof: PAGE_IS_WRITTEN | PAGE_IS_PRESENT | PAGE_IS_FILE,
-                        ret: ALL_CATEGORIES,
-                        ..Query::default()
-                    };
-                    scan(pagemap, range, q, &mut vec)
+                    scan(pagemap, range, WRITTEN_OR_GONE, &mut vec)
                 };
                 clean = found.is_ok_and(|(found, _)| found == 0);
             }

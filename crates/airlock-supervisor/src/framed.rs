@@ -243,24 +243,14 @@ impl Framed {
         } else {
             Duration::ZERO
         };
-        let would_block = |g: &std::io::Result<usize>| matches!(g, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
-        let start = Instant::now();
-        let mut got = Err(std::io::ErrorKind::WouldBlock.into());
-        if crate::spin::worth_spinning(budget, self.last_wait.load(Ordering::Relaxed)) {
-            got = crate::spin::spin(budget, || {
-                try_recv_with_fds(self.sock.as_fd(), &mut *spare, &mut fds)
-            });
-        }
-        if would_block(&got) {
-            got = recv_with_fds(self.sock.as_fd(), spare, &mut fds);
-        }
-        if !budget.is_zero() {
-            let waited = match &got {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => u64::MAX,
-                _ => start.elapsed().as_nanos().min(u64::MAX as u128 - 1) as u64,
-            };
-            self.last_wait.store(waited, Ordering::Relaxed);
-        }
+        let sock = self.sock.as_fd();
+        let got = crate::spin::read(budget, &self.last_wait, |block| {
+            if block {
+                recv_with_fds(sock, &mut *spare, &mut fds)
+            } else {
+                try_recv_with_fds(sock, &mut *spare, &mut fds)
+            }
+        });
         let n = match got {
             Ok(n) => n,
             // Our own shutdown after the peer died looks like a reset; either way, the end.

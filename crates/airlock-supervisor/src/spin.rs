@@ -11,6 +11,7 @@
 //! it. An idle lane costs at most one short burst; `AIRLOCK_LANE_SPIN_US=0` sleeps at once.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The variable that sets the budget, in microseconds.
@@ -52,6 +53,37 @@ pub(crate) fn budget() -> Duration {
     *BUDGET.get_or_init(|| budget_from(std::env::var(SPIN_ENV).ok().as_deref()))
 }
 
+/// One read of a lane: `read(false)` (never blocks) in a [`spin`] when the lane's last wait,
+/// kept in `last_wait`, makes it [`worth_spinning`], then `read(true)` if nothing came; records
+/// how long this read waited for its first byte (`u64::MAX` when it timed out).
+pub(crate) fn read<T>(
+    budget: Duration,
+    last_wait: &AtomicU64,
+    mut read: impl FnMut(bool) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    let start = Instant::now();
+    let mut got = Err(std::io::ErrorKind::WouldBlock.into());
+    if worth_spinning(budget, last_wait.load(Ordering::Relaxed)) {
+        got = spin(budget, || read(false));
+    }
+    if would_block(&got) {
+        got = read(true);
+    }
+    if !budget.is_zero() {
+        let waited = if would_block(&got) {
+            u64::MAX
+        } else {
+            u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
+        };
+        last_wait.store(waited, Ordering::Relaxed);
+    }
+    got
+}
+
+fn would_block<T>(got: &std::io::Result<T>) -> bool {
+    matches!(got, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
 /// Calls `attempt` until it gives something other than `WouldBlock` or `budget` has passed,
 /// yielding between tries; the last outcome (`WouldBlock` when the budget ran out).
 pub(crate) fn spin<T>(
@@ -61,11 +93,7 @@ pub(crate) fn spin<T>(
     let start = Instant::now();
     loop {
         let got = attempt();
-        match &got {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            _ => return got,
-        }
-        if start.elapsed() >= budget {
+        if !would_block(&got) || start.elapsed() >= budget {
             return got;
         }
         std::thread::yield_now();
@@ -96,6 +124,35 @@ mod tests {
         assert!(!worth_spinning(b, 50_000));
         assert!(!worth_spinning(b, u64::MAX));
         assert!(!worth_spinning(Duration::ZERO, 0));
+    }
+
+    #[test]
+    fn a_read_spins_after_a_short_wait_and_sleeps_after_a_long_one() {
+        let b = Duration::from_millis(50);
+        let last = AtomicU64::new(0);
+        // A quick answer: taken while spinning, and the next read spins too.
+        let mut tries = Vec::new();
+        let got = read(b, &last, |block| {
+            tries.push(block);
+            if tries.len() < 3 {
+                Err(ErrorKind::WouldBlock.into())
+            } else {
+                Ok(())
+            }
+        });
+        assert!(got.is_ok());
+        assert_eq!(tries, [false, false, false]);
+        assert!(last.load(Ordering::Relaxed) < 50_000_000);
+        // A timed-out wait: the next read goes straight to blocking.
+        last.store(u64::MAX, Ordering::Relaxed);
+        let mut tries = Vec::new();
+        let got = read(b, &last, |block| {
+            tries.push(block);
+            Err::<(), _>(ErrorKind::WouldBlock.into())
+        });
+        assert!(would_block(&got));
+        assert_eq!(tries, [true]);
+        assert_eq!(last.load(Ordering::Relaxed), u64::MAX);
     }
 
     #[test]

@@ -29,6 +29,8 @@ def run_scenario(
         **os.environ,
         "COMFYUI_DIR": str(comfyui_dir),
         "AIRLOCK_HOME": str(AIRLOCK_HOME),
+        # A crash prints every Python thread's stack into the failure's stderr tail.
+        "PYTHONFAULTHANDLER": "1",
         **(env or {}),
     }
     p = subprocess.run(

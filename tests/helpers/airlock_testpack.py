@@ -109,6 +109,14 @@ def chat(message):
     return True
 
 
+def chatter(n):
+    """``n`` numbered lines on stderr and as log records, returned before the host has read them."""
+    for i in range(n):
+        print(f"line {i}", file=sys.stderr)
+        logging.getLogger("testpack").warning("record %d", i)
+    return n
+
+
 def at(x, i):
     """Element ``i`` of the flattened tensor or array that arrived, as a Python number."""
     flat = x.reshape(-1)

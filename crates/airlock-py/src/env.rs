@@ -182,7 +182,8 @@ struct PyProgress(Py<PyAny>);
 impl Progress for PyProgress {
     fn phase(&self, pack: &str, phase: &str) {
         let line = format!("{pack}: {phase}");
-        Python::attach(|py| {
+        // Builds may report from threads of their own: none attaches once Python exits.
+        crate::exit_gate::with_python(|py| {
             if let Err(e) = self.0.call1(py, (line,)) {
                 e.write_unraisable(py, Some(self.0.bind(py)));
             }

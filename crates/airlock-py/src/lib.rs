@@ -9,6 +9,7 @@ mod convert;
 mod device;
 mod env;
 mod errors;
+mod exit_gate;
 mod hooks;
 mod host;
 mod lane;
@@ -76,4 +77,10 @@ mod _native {
     // The worker's optional Landlock sandbox (comfy_airlock.sandbox wraps these).
     #[pymodule_export]
     use crate::sandbox::{SandboxError, landlock_abi, sandbox_apply, sandbox_check};
+
+    // Threads the core started stop calling into Python before the interpreter exits.
+    #[pymodule_init]
+    fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+        crate::exit_gate::register(m)
+    }
 }

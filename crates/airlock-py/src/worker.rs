@@ -289,7 +289,12 @@ struct PyModelHandler {
 
 impl PyModelHandler {
     fn call(&self, model: u64, command: Command) -> CommandResult {
-        Python::attach(|py| {
+        // The control thread is ours: past the interpreter's exit it must not attach.
+        let exiting = || {
+            let reason = "the worker's Python is exiting".to_owned();
+            (ModelOutcome::Refused { reason }, None)
+        };
+        crate::exit_gate::with_python(|py| {
             let (name, arg) = commands::spell(command);
             let refused = |reason: String| (ModelOutcome::Refused { reason }, None);
             let out = match self.handler.bind(py).call1((model, name, arg)) {
@@ -311,6 +316,7 @@ impl PyModelHandler {
             };
             (outcome, report)
         })
+        .unwrap_or_else(exiting)
     }
 }
 

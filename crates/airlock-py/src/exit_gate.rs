@@ -1,0 +1,67 @@
+//! Calls into Python from threads the core started, closed before the interpreter finalizes.
+//!
+//! Why: the host forwards each worker's output into Python's `logging` from a thread of its own
+//! (`airlock-out-*`), and a worker answers model commands from its control thread. When Python
+//! exits while such a thread still has work, the thread attaches to an interpreter that is
+//! finalizing or already gone: a CPython thread state is torn down under it and it jumps into
+//! freed runtime state. ComfyUI exiting while a worker was still printing segfaulted that way
+//! (`airlock-out-<pack>: segfault ... in libpython`), one exit in two with a chatty worker.
+//! `Python::try_attach` alone does not prevent it: it checks, then attaches, and finalization
+//! can start in between.
+//!
+//! So every such call enters [`with_python`], and the module registers [`close`] with `atexit`
+//! when it is imported. Python runs `atexit` callbacks before it starts finalizing, while other
+//! threads can still take the GIL, and in reverse order of registration: ComfyUI's own hooks
+//! and the loader's (which stop the workers) run first. [`close`] shuts the gate and waits,
+//! without the GIL, for the calls already inside to end. A thread that comes later does not
+//! touch Python; the output sink writes its line to the process's stderr instead.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+
+/// Calls that entered the gate and have not left it.
+static INSIDE: AtomicUsize = AtomicUsize::new(0);
+/// Set once by [`close`]; never opened again in this process.
+static CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// How long [`close`] waits for calls already inside (a model command may take a while); past
+/// that the interpreter exits regardless, as it would have without the gate.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Runs `f` attached to Python, or returns None when the interpreter is exiting (or not
+/// running at all).
+pub fn with_python<T>(f: impl for<'py> FnOnce(Python<'py>) -> T) -> Option<T> {
+    // Announce first, then look: with `close` storing CLOSED before it reads INSIDE (both
+    // SeqCst), either `close` waits for this call or this call sees the gate shut.
+    INSIDE.fetch_add(1, SeqCst);
+    let out = if CLOSED.load(SeqCst) {
+        None
+    } else {
+        Python::try_attach(f)
+    };
+    INSIDE.fetch_sub(1, SeqCst);
+    out
+}
+
+/// Shuts the gate and waits for the calls inside to leave; registered with `atexit`.
+#[pyfunction]
+pub fn close(py: Python<'_>) {
+    CLOSED.store(true, SeqCst);
+    // The calls inside need the GIL to finish.
+    py.detach(|| {
+        let start = Instant::now();
+        while INSIDE.load(SeqCst) > 0 && start.elapsed() < DRAIN {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+}
+
+/// Registers [`close`] with `atexit`; called when the module is imported.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let close = wrap_pyfunction!(close, m)?;
+    py.import("atexit")?.call_method1("register", (close,))?;
+    Ok(())
+}

@@ -5,7 +5,7 @@
 //! exits while such a thread still has work, the thread attaches to an interpreter that is
 //! finalizing or already gone: a CPython thread state is torn down under it and it jumps into
 //! freed runtime state. ComfyUI exiting while a worker was still printing segfaulted that way
-//! (`airlock-out-<pack>: segfault ... in libpython`), one exit in two with a chatty worker.
+//! (`airlock-out-<pack>: segfault ... in libpython`): 22 exits of 30 with a chatty worker.
 //! `Python::try_attach` alone does not prevent it: it checks, then attaches, and finalization
 //! can start in between.
 //!

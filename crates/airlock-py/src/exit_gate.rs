@@ -11,8 +11,9 @@
 //!
 //! So every such call enters [`with_python`], and the module registers [`close`] with `atexit`
 //! when it is imported. Python runs `atexit` callbacks before it starts finalizing, while other
-//! threads can still take the GIL, and in reverse order of registration: ComfyUI's own hooks
-//! and the loader's (which stop the workers) run first. [`close`] shuts the gate and waits,
+//! threads can still take the GIL, and in reverse order of registration: hooks registered
+//! after this module's import, the loader's `_close_all` (which stops the workers) among them,
+//! run first. [`close`] shuts the gate and waits,
 //! without the GIL, for the calls already inside to end. A thread that comes later does not
 //! touch Python; the output sink writes its line to the process's stderr instead.
 

@@ -289,14 +289,10 @@ struct PyModelHandler {
 
 impl PyModelHandler {
     fn call(&self, model: u64, command: Command) -> CommandResult {
+        let refused = |reason: String| (ModelOutcome::Refused { reason }, None);
         // The control thread is ours: past the interpreter's exit it must not attach.
-        let exiting = || {
-            let reason = "the worker's Python is exiting".to_owned();
-            (ModelOutcome::Refused { reason }, None)
-        };
         crate::exit_gate::with_python(|py| {
             let (name, arg) = commands::spell(command);
-            let refused = |reason: String| (ModelOutcome::Refused { reason }, None);
             let out = match self.handler.bind(py).call1((model, name, arg)) {
                 Ok(out) => out,
                 Err(e) => return refused(format!("the model handler raised: {e}")),
@@ -316,7 +312,7 @@ impl PyModelHandler {
             };
             (outcome, report)
         })
-        .unwrap_or_else(exiting)
+        .unwrap_or_else(|| refused("the worker's Python is exiting".to_owned()))
     }
 }
 

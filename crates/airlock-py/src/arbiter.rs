@@ -72,7 +72,7 @@ impl Arbiter {
             error: None,
         };
         // The GIL goes while waiting: the turn's holder may need it to finish.
-        let turn = py.detach(|| self.inner.enter()).map_err(arbiter_error)?;
+        let turn = crate::exit_gate::detach(py, || self.inner.enter()).map_err(arbiter_error)?;
         let result = if hold {
             turn.admit(need, &cands, &mut card)
         } else {

@@ -112,7 +112,7 @@ impl<'py> CallHost for PyCallHost<'_, 'py> {
     type Error = PyErr;
 
     fn blocking<T: Send>(&mut self, wait: impl FnOnce() -> T + Send) -> T {
-        self.py.detach(wait)
+        crate::exit_gate::detach(self.py, wait)
     }
 
     fn interrupted(&mut self) -> bool {

@@ -163,13 +163,17 @@ impl<'a, 'py> Encoder<'a, 'py> {
             ProtocolError::new_err(format!("cannot lease shared memory: {e}"))
         };
         let len = data.len() as u64;
-        let region = py.detach(|| inner.alloc(len)).map_err(lease)?;
+        let region = crate::exit_gate::detach(py, || inner.alloc(len)).map_err(lease)?;
         self.leased.push(region);
         let (src, n) = (data.as_ptr() as usize, len);
         // SAFETY: the region is ours, leased for `n` bytes and not yet sent; the caller
         // vouches for `data`.
         let copy = move || unsafe { inner.write(region, src as *const u8, n) };
-        let written = if detach { py.detach(copy) } else { copy() };
+        let written = if detach {
+            crate::exit_gate::detach(py, copy)
+        } else {
+            copy()
+        };
         written.map_err(|e| ProtocolError::new_err(format!("cannot write shared memory: {e}")))?;
         Ok(Value::Blob(Blob { kind, region }))
     }
@@ -416,8 +420,10 @@ fn read_blob<'py>(
         )));
     }
     let read = |buf: &mut [u8]| {
-        py.detach(|| airlock_shm::read_at(std::os::fd::AsFd::as_fd(&fd), seg_len, r.offset, buf))
-            .map_err(|e| bad(e.to_string()))
+        crate::exit_gate::detach(py, || {
+            airlock_shm::read_at(std::os::fd::AsFd::as_fd(&fd), seg_len, r.offset, buf)
+        })
+        .map_err(|e| bad(e.to_string()))
     };
     let len = r.len as usize;
     match b.kind {

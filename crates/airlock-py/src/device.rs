@@ -83,9 +83,7 @@ fn read_memory(nvml: &CoreNvml, uuid: &str) -> Result<Option<MemoryInfo>, NvmlEr
 }
 
 fn devices_list<'py>(py: Python<'py>, nvml: &CoreNvml) -> PyResult<Bound<'py, PyList>> {
-    let infos = py
-        .detach(|| read_devices(nvml))
-        .map_err(|e| nvml_error(&e))?;
+    let infos = crate::exit_gate::detach(py, || read_devices(nvml)).map_err(|e| nvml_error(&e))?;
     let list = PyList::empty(py);
     for info in &infos {
         list.append(device_dict(py, info)?)?;
@@ -99,7 +97,7 @@ fn memory_of<'py>(
     uuid: &str,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
     let normalized = airlock_device::normalize_uuid(uuid);
-    match py.detach(|| read_memory(nvml, uuid)) {
+    match crate::exit_gate::detach(py, || read_memory(nvml, uuid)) {
         Ok(Some(m)) => Ok(Some(memory_dict(py, &normalized, &m)?)),
         Ok(None) => Ok(None),
         Err(e) => Err(nvml_error(&e)),
@@ -119,9 +117,7 @@ impl Nvml {
     #[staticmethod]
     #[pyo3(signature = (library = None))]
     fn open(py: Python<'_>, library: Option<PathBuf>) -> PyResult<Option<Nvml>> {
-        Ok(py
-            .detach(|| open_nvml(library))?
-            .map(|inner| Nvml { inner }))
+        Ok(crate::exit_gate::detach(py, || open_nvml(library))?.map(|inner| Nvml { inner }))
     }
 
     /// The library as it was asked for.
@@ -149,7 +145,7 @@ pub fn nvml_devices<'py>(
     py: Python<'py>,
     library: Option<PathBuf>,
 ) -> PyResult<Option<Bound<'py, PyList>>> {
-    match py.detach(|| open_nvml(library))? {
+    match crate::exit_gate::detach(py, || open_nvml(library))? {
         Some(nvml) => devices_list(py, &nvml).map(Some),
         None => Ok(None),
     }
@@ -164,7 +160,7 @@ pub fn nvml_memory<'py>(
     uuid: &str,
     library: Option<PathBuf>,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
-    match py.detach(|| open_nvml(library))? {
+    match crate::exit_gate::detach(py, || open_nvml(library))? {
         Some(nvml) => memory_of(py, &nvml, uuid),
         None => Ok(None),
     }
@@ -206,7 +202,7 @@ impl DeviceTruth {
     #[staticmethod]
     #[pyo3(signature = (uuid, library = None))]
     fn open(py: Python<'_>, uuid: &str, library: Option<PathBuf>) -> PyResult<DeviceTruth> {
-        py.detach(|| {
+        crate::exit_gate::detach(py, || {
             let nvml = match library {
                 Some(path) => CoreNvml::open_at(&path),
                 None => CoreNvml::open(),
@@ -231,7 +227,7 @@ impl DeviceTruth {
 
     /// `uuid`, `total`, `free`, `used` now, device-wide; `None` without NVML.
     fn memory<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        match py.detach(|| self.inner.memory()) {
+        match crate::exit_gate::detach(py, || self.inner.memory()) {
             Ok(Some(m)) => Ok(Some(memory_dict(py, self.inner.uuid(), &m)?)),
             Ok(None) => Ok(None),
             Err(e) => Err(nvml_error(&e)),
@@ -251,8 +247,7 @@ impl DeviceTruth {
 /// `"cgroup_v2"`, `"cgroup_v1"` or `"machine"`; `cgroup`: the binding directory or `None`).
 #[pyfunction]
 pub fn host_ram(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let r = py
-        .detach(airlock_device::host_ram)
+    let r = crate::exit_gate::detach(py, airlock_device::host_ram)
         .map_err(|e| DeviceError::new_err(e.to_string()))?;
     let d = PyDict::new(py);
     d.set_item("total", r.total)?;

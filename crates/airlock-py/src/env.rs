@@ -168,7 +168,8 @@ pub fn discover_packs<'py>(
     base_dir: PathBuf,
     extra_roots: Vec<PathBuf>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let packs = py.detach(|| airlock_env::discover_packs(&base_dir, &extra_roots));
+    let packs =
+        crate::exit_gate::detach(py, || airlock_env::discover_packs(&base_dir, &extra_roots));
     let list = PyList::empty(py);
     for p in &packs {
         list.append(pack_dict(py, p)?)?;
@@ -247,7 +248,7 @@ pub fn ensure_env<'py>(
         None if stderr_is_terminal() => Box::new(Spinner::new()),
         None => Box::new(Silent),
     };
-    let result = py.detach(|| {
+    let result = crate::exit_gate::detach(py, || {
         airlock_env::ensure_env_at(
             &pack_dir,
             config.as_deref(),
@@ -283,7 +284,7 @@ pub fn scan_key(
     comfyui_dir: Option<PathBuf>,
     runtime_dir: Option<PathBuf>,
 ) -> PyResult<String> {
-    py.detach(|| {
+    crate::exit_gate::detach(py, || {
         airlock_env::scan_key(
             &pack_dir,
             env_key,

@@ -16,16 +16,32 @@
 //! run first. [`close`] shuts the gate and waits,
 //! without the GIL, for the calls already inside to end. A thread that comes later does not
 //! touch Python; the output sink writes its line to the process's stderr instead.
+//!
+//! The other way back into Python is the end of a detached call ([`detach`]): a Python thread
+//! that released the GIL (reading NVML on the heartbeat, waiting for a worker's reply) takes it
+//! back. Python before 3.14 ends a thread that does so once finalization has begun with
+//! `pthread_exit`, whose forced unwind runs through our frames; the wheel is linked by zig,
+//! whose own unwinder sits in `_native` beside the system's, and the unwind crashes there
+//! (ADR 0038). So a detached call that ends after the gate closed, on any thread but the one
+//! that closed it, never takes the GIL back: the thread parks until the process ends, as
+//! Python 3.14 itself does. [`close`] also waits for the calls that ended just before it and
+//! are taking the GIL back, so none is caught between.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
 /// Calls that entered the gate and have not left it.
 static INSIDE: AtomicUsize = AtomicUsize::new(0);
+/// Detached calls that ended with the gate open and are taking the GIL back.
+static RETURNING: AtomicUsize = AtomicUsize::new(0);
 /// Set once by [`close`]; never opened again in this process.
 static CLOSED: AtomicBool = AtomicBool::new(false);
+/// The thread that ran [`close`]: the one that finalizes Python, which keeps detaching.
+static CLOSER: OnceLock<ThreadId> = OnceLock::new();
 
 /// How long [`close`] waits for calls already inside (a model command may take a while); past
 /// that the interpreter exits regardless, as it would have without the gate.
@@ -46,15 +62,52 @@ pub fn with_python<T>(f: impl for<'py> FnOnce(Python<'py>) -> T) -> Option<T> {
     out
 }
 
+/// Runs `f` with the GIL released, as `Python::detach` does (clippy refuses that one outside
+/// this module): after the gate closed, a thread other than the closer does not come back.
+pub fn detach<T, F>(py: Python<'_>, f: F) -> T
+where
+    // pyo3's `Ungil` is `Send` on stable Rust.
+    F: Send + FnOnce() -> T,
+    T: Send,
+{
+    #[allow(clippy::disallowed_methods)]
+    let out = py.detach(|| {
+        let out = f();
+        // Announce, then look, as `with_python` does: `close` waits for this thread to take
+        // the GIL back, or this thread sees the gate shut.
+        RETURNING.fetch_add(1, SeqCst);
+        if CLOSED.load(SeqCst) && !is_closer() {
+            RETURNING.fetch_sub(1, SeqCst);
+            park_forever();
+        }
+        out
+    });
+    RETURNING.fetch_sub(1, SeqCst);
+    out
+}
+
+fn is_closer() -> bool {
+    CLOSER.get() == Some(&thread::current().id())
+}
+
+/// Why not return an error instead: the caller would take the GIL to raise it.
+fn park_forever() -> ! {
+    loop {
+        thread::park();
+    }
+}
+
 /// Shuts the gate and waits for the calls inside to leave; registered with `atexit`.
 #[pyfunction]
 pub fn close(py: Python<'_>) {
+    let _ = CLOSER.set(thread::current().id());
     CLOSED.store(true, SeqCst);
-    // The calls inside need the GIL to finish.
+    // The calls inside, and the detached calls taking the GIL back, need the GIL to finish.
+    #[allow(clippy::disallowed_methods)]
     py.detach(|| {
         let start = Instant::now();
-        while INSIDE.load(SeqCst) > 0 && start.elapsed() < DRAIN {
-            std::thread::sleep(Duration::from_millis(1));
+        while (INSIDE.load(SeqCst) > 0 || RETURNING.load(SeqCst) > 0) && start.elapsed() < DRAIN {
+            thread::sleep(Duration::from_millis(1));
         }
     });
 }

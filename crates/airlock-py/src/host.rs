@@ -75,13 +75,14 @@ impl Worker {
         {
             // Dead, or ended for refused input (see `fail`): gone before its successor starts.
             let old = slot.running.take().expect("just seen");
-            py.detach(|| old.process.wait_exit(Duration::from_secs(2)));
+            crate::exit_gate::detach(py, || old.process.wait_exit(Duration::from_secs(2)));
         }
         if slot.running.is_none() {
             let generation = slot.generation + 1;
-            let process = py
-                .detach(|| WorkerProcess::spawn(&self.spec, generation, self.sink.clone()))
-                .map_err(|e| errors::spawn(&self.spec.name, &e))?;
+            let process = crate::exit_gate::detach(py, || {
+                WorkerProcess::spawn(&self.spec, generation, self.sink.clone())
+            })
+            .map_err(|e| errors::spawn(&self.spec.name, &e))?;
             slot.generation = generation;
             let lane = Py::new(py, Lane::new(py, process.call_lane().clone(), Side::Host))?;
             slot.running = Some(Running {
@@ -115,7 +116,7 @@ impl Worker {
             }
         }
         if let Some(refused) = process.call_lane().refusal() {
-            py.detach(|| process.wait_exit(Duration::from_secs(2)));
+            crate::exit_gate::detach(py, || process.wait_exit(Duration::from_secs(2)));
             return errors::ProtocolError::new_err(format!(
                 "worker '{}': {refused}; the worker was ended (the next call starts a new \
                  generation)",
@@ -124,10 +125,10 @@ impl Worker {
         }
         // Gone (the kernel says so within 100 ms): a death, reported with its status once
         // the reaper has recorded it.
-        if py.detach(|| process.exited_within(Duration::from_millis(100))) {
-            py.detach(|| process.wait_exit(Duration::from_secs(2)));
+        if crate::exit_gate::detach(py, || process.exited_within(Duration::from_millis(100))) {
+            crate::exit_gate::detach(py, || process.wait_exit(Duration::from_secs(2)));
             let during = format!("a call to '{target}'");
-            return errors::died(&py.detach(|| process.died(&during)));
+            return errors::died(&crate::exit_gate::detach(py, || process.died(&during)));
         }
         // Alive but speaking garbage: it cannot be trusted with another call.
         process.kill();
@@ -311,7 +312,7 @@ impl Worker {
         let Some(p) = process else {
             return Err(AirlockError::new_err("worker is not running"));
         };
-        py.detach(|| p.ping(Duration::from_secs_f64(timeout)))
+        crate::exit_gate::detach(py, || p.ping(Duration::from_secs_f64(timeout)))
             .map(|d| d.as_secs_f64())
             .map_err(|e| self.control_failed(py, &p, e))
     }
@@ -357,20 +358,21 @@ impl Worker {
             return Ok((0, Some(reason), py.None().into_bound(py)));
         };
         let timeout = Duration::from_secs_f64(timeout);
-        let (outcome, report) = py
-            .detach(|| match command {
-                Command::Model(op) => p.model_command(model, op, timeout),
-                Command::Set(setting) => p.set(setting, timeout),
-            })
-            .map_err(|e| {
-                // A worker that died under the command says so, with its status.
-                let refused = p.call_lane().refusal().is_some();
-                if !refused && py.detach(|| p.exited_within(Duration::from_millis(100))) {
-                    py.detach(|| p.wait_exit(Duration::from_secs(2)));
-                    return errors::died(&py.detach(|| p.died("a model command")));
-                }
-                self.control_failed(py, &p, e)
-            })?;
+        let (outcome, report) = crate::exit_gate::detach(py, || match command {
+            Command::Model(op) => p.model_command(model, op, timeout),
+            Command::Set(setting) => p.set(setting, timeout),
+        })
+        .map_err(|e| {
+            // A worker that died under the command says so, with its status.
+            let refused = p.call_lane().refusal().is_some();
+            if !refused
+                && crate::exit_gate::detach(py, || p.exited_within(Duration::from_millis(100)))
+            {
+                crate::exit_gate::detach(py, || p.wait_exit(Duration::from_secs(2)));
+                return errors::died(&crate::exit_gate::detach(py, || p.died("a model command")));
+            }
+            self.control_failed(py, &p, e)
+        })?;
         let report = shapes::report_or_none(py, report.as_ref())?;
         Ok(match outcome {
             ModelOutcome::Done { bytes } => (bytes, None, report),
@@ -391,7 +393,7 @@ impl Worker {
         let running = slot_lock(py, &self.slot).running.take();
         if let Some(r) = running {
             r.process.kill();
-            py.detach(|| r.process.wait_exit(Duration::from_secs(2)));
+            crate::exit_gate::detach(py, || r.process.wait_exit(Duration::from_secs(2)));
         }
     }
 
@@ -404,7 +406,8 @@ impl Worker {
             slot.running.take()
         };
         let r = running?;
-        let status = py.detach(|| r.process.shutdown(Duration::from_secs_f64(grace)));
+        let status =
+            crate::exit_gate::detach(py, || r.process.shutdown(Duration::from_secs_f64(grace)));
         Some(status.to_string())
     }
 }

@@ -73,15 +73,14 @@ impl Lane {
     /// that only our pool writes, for a copy we keep (ADR 0027).
     #[pyo3(signature = (nbytes, frozen=false))]
     fn alloc(&self, py: Python<'_>, nbytes: u64, frozen: bool) -> PyResult<(u8, u32, u64, u64)> {
-        let r = py
-            .detach(|| {
-                if frozen {
-                    self.inner.alloc_frozen(nbytes)
-                } else {
-                    self.inner.alloc(nbytes)
-                }
-            })
-            .map_err(|e| ProtocolError::new_err(format!("cannot lease shared memory: {e}")))?;
+        let r = crate::exit_gate::detach(py, || {
+            if frozen {
+                self.inner.alloc_frozen(nbytes)
+            } else {
+                self.inner.alloc(nbytes)
+            }
+        })
+        .map_err(|e| ProtocolError::new_err(format!("cannot lease shared memory: {e}")))?;
         Ok(region_tuple(&r))
     }
 
@@ -101,8 +100,10 @@ impl Lane {
         let inner = self.inner.clone();
         // SAFETY: the codec passes the data pointer of an object it keeps alive for the call,
         // spanning `nbytes`.
-        py.detach(move || unsafe { inner.write(region, src as *const u8, nbytes) })
-            .map_err(|e| ProtocolError::new_err(format!("cannot write shared memory: {e}")))
+        crate::exit_gate::detach(py, move || unsafe {
+            inner.write(region, src as *const u8, nbytes)
+        })
+        .map_err(|e| ProtocolError::new_err(format!("cannot write shared memory: {e}")))
     }
 
     /// Returns a lease that was never sent.
@@ -155,7 +156,7 @@ impl Lane {
     /// Retires our idle segments and frees their memory now (their retirement reaches the peer
     /// with our next frame); returns the bytes given back. Safe from any thread.
     fn trim(&self, py: Python<'_>) -> u64 {
-        py.detach(|| self.inner.trim())
+        crate::exit_gate::detach(py, || self.inner.trim())
     }
 
     /// Segments retired since the last call, whose mappings should be dropped.

@@ -41,7 +41,7 @@ impl<'py> Runner for PyRunner<'_, 'py> {
     type Error = PyErr;
 
     fn blocking<T: Send>(&mut self, wait: impl FnOnce() -> T + Send) -> T {
-        self.py.detach(wait)
+        crate::exit_gate::detach(self.py, wait)
     }
 
     fn decode_args(&mut self, args: Value, kwargs: Value) -> PyResult<Self::Args> {

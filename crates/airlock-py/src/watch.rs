@@ -18,17 +18,18 @@ impl WriteWatch {
     #[staticmethod]
     fn start(py: Python<'_>, addr: usize, nbytes: usize) -> Option<WriteWatch> {
         // SAFETY: the codec's contract above: the memory is readable for the call.
-        py.detach(|| unsafe { airlock_shm::WriteWatch::new(addr, nbytes) })
-            .map(|inner| WriteWatch {
+        crate::exit_gate::detach(py, || unsafe { airlock_shm::WriteWatch::new(addr, nbytes) }).map(
+            |inner| WriteWatch {
                 inner: std::sync::Mutex::new(inner),
-            })
+            },
+        )
     }
 
     /// True when nothing wrote the memory since the watch started or last answered False.
     /// Private to the codec, which calls it only while it holds a tensor or array spanning the
     /// watched memory (it reads the partial pages at either end).
     fn unchanged(&self, py: Python<'_>) -> bool {
-        py.detach(|| {
+        crate::exit_gate::detach(py, || {
             let mut w = self.inner.lock().unwrap_or_else(|p| p.into_inner());
             // SAFETY: the codec's contract above.
             unsafe { w.unchanged() }
@@ -40,11 +41,11 @@ impl WriteWatch {
 /// segment, that this process wrote (its own copies); None when the kernel cannot say.
 #[pyfunction]
 pub fn private_pages(py: Python<'_>, addr: usize, nbytes: usize) -> Option<Vec<(usize, usize)>> {
-    py.detach(|| airlock_shm::private_pages(addr, nbytes))
+    crate::exit_gate::detach(py, || airlock_shm::private_pages(addr, nbytes))
 }
 
 /// Whether write watches work here at all.
 #[pyfunction]
 pub fn write_watch_supported(py: Python<'_>) -> bool {
-    py.detach(airlock_shm::write_watch_supported)
+    crate::exit_gate::detach(py, airlock_shm::write_watch_supported)
 }

@@ -60,9 +60,10 @@ pub fn connect(
         name: format!("airlock-worker-{}", std::process::id()),
         ..PoolConfig::default()
     };
-    let (lane, control, name) = py
-        .detach(|| airlock_supervisor::connect(&socket, token, &id, pool, host_gone))
-        .map_err(|e| HandshakeError::new_err(format!("cannot connect to the host: {e}")))?;
+    let (lane, control, name) = crate::exit_gate::detach(py, || {
+        airlock_supervisor::connect(&socket, token, &id, pool, host_gone)
+    })
+    .map_err(|e| HandshakeError::new_err(format!("cannot connect to the host: {e}")))?;
     let lane_obj = Py::new(py, Lane::new(py, lane.clone(), Side::Worker))?;
     let signal = adopt_signal_page()?;
     Ok(WorkerLink {
@@ -179,7 +180,7 @@ impl WorkerLink {
             },
         };
         let l = self.lane.clone();
-        py.detach(move || l.send(&msg))
+        crate::exit_gate::detach(py, move || l.send(&msg))
             .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))
     }
 
@@ -204,14 +205,13 @@ impl WorkerLink {
         if let Some(question) = shapes::question(&topic, payload) {
             self.call_in_progress(&topic)?;
             let question = question?;
-            let answer = py
-                .detach(move || airlock_supervisor::ask(&l, id, question))
-                .map_err(|e| ask_failed(&topic, e))?;
+            let answer =
+                crate::exit_gate::detach(py, move || airlock_supervisor::ask(&l, id, question))
+                    .map_err(|e| ask_failed(&topic, e))?;
             return shapes::answer_to_py(py, &answer);
         }
         self.emit(py, topic.clone(), payload)?;
-        let got = py
-            .detach(|| airlock_supervisor::await_answer(&l, id, &topic))
+        let got = crate::exit_gate::detach(py, || airlock_supervisor::await_answer(&l, id, &topic))
             .map_err(|e| ask_failed(&topic, e))?;
         let answer = decode(py, self.lane_obj.bind(py), got)?;
         if let Ok(d) = answer.cast::<pyo3::types::PyDict>()

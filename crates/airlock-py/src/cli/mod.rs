@@ -183,7 +183,7 @@ pub(crate) fn where_packs_go(base: &Path) -> String {
 #[pyfunction]
 pub fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
     let interrupted = || Python::attach(|py| py.check_signals().is_err());
-    py.detach(|| run(argv, &interrupted))
+    crate::exit_gate::detach(py, || run(argv, &interrupted))
 }
 
 #[cfg(test)]

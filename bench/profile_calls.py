@@ -1,5 +1,6 @@
-"""The call loops bench/profile.sh profiles: comfy-airlock's warm no-op call, or its 64 MiB
-tensor round trip, repeated for a while. Prints the worker's pid first (for a second profiler
+"""The call loops bench/profile.sh profiles: comfy-airlock's warm no-op call, its 64 MiB
+tensor round trip, or a fresh 1 MiB output (the worker returns ``x * 1`` of a fresh input, as
+the benchmark's row does), repeated for a while. Prints the worker's pid first (for a second profiler
 attached to the worker), then waits ``--settle`` seconds so that profiler can attach.
 
     .envs/bench/bin/python bench/profile_calls.py noop --seconds 10
@@ -18,7 +19,7 @@ BENCH = Path(__file__).resolve().parent
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("noop", "echo64"))
+    ap.add_argument("mode", choices=("noop", "echo64", "fresh1"))
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--settle", type=float, default=2.0)
     args = ap.parse_args()
@@ -41,6 +42,14 @@ def main() -> None:
             t0 = clock()
             call("bench_targets:noop")
             ns.append(clock() - t0)
+    elif args.mode == "fresh1":
+        src = torch.rand(1 << 18)
+        while time.perf_counter() < end:
+            x1 = src.clone()
+            t0 = clock()
+            y = w.call("bench_targets:times_one", x1)
+            ns.append(clock() - t0)
+            del y, x1
     else:
         while time.perf_counter() < end:
             t0 = clock()

@@ -76,6 +76,19 @@ def times_one(x):
     return x * 1
 
 
+def empty_like(x):
+    """A fresh output of the input's size without computing it (bench/fresh_parts.py)."""
+    import torch
+
+    return torch.empty_like(x)
+
+
+def times_one_kept(x) -> None:
+    """``x * 1`` computed and dropped: the computation without its output's crossing."""
+    y = x * 1
+    del y
+
+
 def compute_loop(nbytes: int, reps: int) -> float:
     """Seconds for ``reps`` elementwise ops on a tensor of ``nbytes`` inside the worker (many
     small parallel regions: what an OpenMP wait policy costs compute)."""

@@ -1,5 +1,6 @@
 """The call loops bench/profile.sh profiles: comfy-airlock's warm no-op call, its 64 MiB
-tensor round trip, or a fresh 1 MiB output (the worker returns ``x * 1`` of a fresh input, as
+tensor round trip, the same 1 MiB tensor
+sent on every call (``kept1``: kept in shared memory from its second send), or a fresh 1 MiB output (the worker returns ``x * 1`` of a fresh input, as
 the benchmark's row does), repeated for a while. Prints the worker's pid first (for a second profiler
 attached to the worker), then waits ``--settle`` seconds so that profiler can attach.
 
@@ -19,7 +20,7 @@ BENCH = Path(__file__).resolve().parent
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("noop", "echo64", "fresh1"))
+    ap.add_argument("mode", choices=("noop", "echo64", "fresh1", "kept1"))
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--settle", type=float, default=2.0)
     args = ap.parse_args()
@@ -50,6 +51,12 @@ def main() -> None:
             y = w.call("bench_targets:times_one", x1)
             ns.append(clock() - t0)
             del y, x1
+    elif args.mode == "kept1":
+        src = torch.rand(1 << 18)
+        while time.perf_counter() < end:
+            t0 = clock()
+            y = w.call("bench_targets:nbytes_of", src)
+            ns.append(clock() - t0)
     else:
         while time.perf_counter() < end:
             t0 = clock()

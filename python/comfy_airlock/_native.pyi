@@ -153,6 +153,11 @@ def private_pages(addr: int, nbytes: int) -> list[tuple[int, int]] | None:
     """``[(start, end), ...]``: the pages of the span, in a private mapping of a shared
     segment, that this process wrote; None when the kernel cannot say."""
 
+def watch_private(addr: int, nbytes: int) -> bool:
+    """Write-protects our private mapping of a frozen segment (or pages of it dropped since),
+    so that :func:`private_pages` asks the kernel for written pages alone; False when the
+    kernel cannot (then it walks every page)."""
+
 def write_watch_supported() -> bool:
     """Whether write watches work here at all."""
 

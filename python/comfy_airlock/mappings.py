@@ -80,7 +80,10 @@ def _mapping(lane, side: int, segment: int) -> mmap.mmap:
         if lazy:
             populated[(side, segment)] = bytearray(-(-size // _CHUNK))
         if private:
-            frozen[(side, segment)] = _address(mm)
+            base = frozen[(side, segment)] = _address(mm)
+            # Before any page is read in: each one then comes in protected, and a write
+            # through the mapping shows in the kernel's written-only scan (ADR 0039).
+            _native.watch_private(base, size)
     return mm
 
 
@@ -156,8 +159,10 @@ def _region_buffer(lane, region) -> ctypes.Array:
                 return _own_view(lane, region)
             done = lane.mappings[_POPULATED_KEY][key]
             for start, end in copies:
-                # Back to the segment's own pages (read in again by _populate below).
+                # Back to the segment's own pages (read in again by _populate below), watched
+                # again: an entry emptied reads as written until it is.
                 mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+                _native.watch_private(base + start, end - start)
                 done[start // _CHUNK : (end - 1) // _CHUNK + 1] = bytes(
                     (end - 1) // _CHUNK + 1 - start // _CHUNK
                 )

@@ -44,6 +44,16 @@ pub fn private_pages(py: Python<'_>, addr: usize, nbytes: usize) -> Option<Vec<(
     crate::exit_gate::detach(py, || airlock_shm::private_pages(addr, nbytes))
 }
 
+/// Write-protects a private mapping of a frozen segment (`mappings.py`) so that
+/// [`private_pages`] finds the pages written through it with the kernel's written-only scan;
+/// called again on pages dropped since. False when the kernel cannot (then it walks).
+#[pyfunction]
+pub fn watch_private(py: Python<'_>, addr: usize, nbytes: usize) -> bool {
+    // SAFETY: the codec passes the address and size of its own private mapping of a segment
+    // (or a page range of one), which it keeps mapped.
+    crate::exit_gate::detach(py, || unsafe { airlock_shm::watch_private(addr, nbytes) })
+}
+
 /// Whether write watches work here at all.
 #[pyfunction]
 pub fn write_watch_supported(py: Python<'_>) -> bool {

@@ -425,47 +425,116 @@ impl Drop for WriteWatch {
     }
 }
 
+/// Write-protects a private mapping of a shared file, `[addr, addr + len)` (whole pages), in
+/// the kernel's async mode: every entry, present or empty (a marker, `WP_UNPOPULATED`), so a
+/// page later read in through it is protected too. A write through the mapping (copy-on-write)
+/// then clears its page's protection, and [`private_pages`] finds our own copies with the
+/// written-only scan (15 µs for 64 MiB here) instead of walking every page's categories
+/// (0.5 ms; ADR 0039). Call it again on pages dropped since (`MADV_DONTNEED` empties a written
+/// page's entry, and an empty entry reads as written). False when this kernel cannot, or its
+/// written-only scan is not exact (before 6.10): `private_pages` then walks, as before.
+///
+/// # Safety
+/// `[addr, addr + len)` must be a private mapping of a shared file that the caller owns
+/// (registering splits its area of the address space at the range's ends).
+pub unsafe fn watch_private(addr: usize, len: usize) -> bool {
+    if len == 0 || addr % PAGE != 0 {
+        return false;
+    }
+    let range = UffdioRange {
+        start: addr as u64,
+        len: len.next_multiple_of(PAGE) as u64,
+    };
+    with_kernel(|k| {
+        let Some(uffd) = k.uffd.as_ref().filter(|_| k.fast_written) else {
+            return false;
+        };
+        let mut reg = UffdioRegister {
+            range,
+            mode: UFFDIO_REGISTER_MODE_WP,
+            ioctls: 0,
+        };
+        let mut wp = UffdioWriteprotect {
+            range,
+            mode: UFFDIO_WRITEPROTECT_MODE_WP,
+        };
+        // SAFETY: UFFDIO_REGISTER, then UFFDIO_WRITEPROTECT of the range just registered, each
+        // with its own struct, on a mapping the caller owns.
+        unsafe {
+            libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, &mut reg) == 0
+                && libc::ioctl(uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut wp) == 0
+        }
+    })
+}
+
 /// The page ranges of `[addr, addr + len)` that are our own private copies, in a private
 /// mapping of a shared file: pages this process wrote through the mapping (copy-on-write),
 /// present or swapped out. None when the kernel cannot say (the caller must assume every page).
+///
+/// A range [`watch_private`] armed is asked for its written pages alone; anything else (a
+/// range not armed, or armed only in part, fails that scan) is walked page by page.
 pub fn private_pages(addr: usize, len: usize) -> Option<Vec<(usize, usize)>> {
     if len == 0 {
         return Some(Vec::new());
     }
-    let (mut lo, hi) = page_span(addr, len);
+    let span = page_span(addr, len);
     with_kernel(|k| {
         let pagemap = k.pagemap.as_ref()?;
-        let mut out = Vec::new();
-        let mut vec = [PageRegion::default(); 64];
-        while lo < hi {
-            // Not file pages: anonymous copies, and holes (never faulted), told apart below.
-            let (n, walk_end) = scan(
-                pagemap,
-                (lo, hi),
-                Query {
-                    inverted: PAGE_IS_FILE,
-                    anyof: PAGE_IS_FILE,
-                    ret: ALL_CATEGORIES,
-                    ..Query::default()
-                },
-                &mut vec,
-            )
-            .ok()?;
-            for r in &vec[..n] {
-                let c = r.categories;
-                if c & PAGE_IS_SWAPPED != 0
-                    || c & (PAGE_IS_PRESENT | PAGE_IS_FILE) == PAGE_IS_PRESENT
-                {
-                    out.push((r.start as usize, r.end as usize));
-                }
-            }
-            if walk_end as usize <= lo {
-                return None;
-            }
-            lo = walk_end as usize;
+        if k.fast_written
+            && let Some(out) = written_pages(pagemap, span)
+        {
+            return Some(out);
         }
-        Some(out)
+        copied_pages(pagemap, span)
     })
+}
+
+/// The pages of a range [`watch_private`] armed whose protection is gone: written through the
+/// mapping, or dropped and not armed again. None when any part of it is not armed.
+fn written_pages(pagemap: &File, (mut lo, hi): (usize, usize)) -> Option<Vec<(usize, usize)>> {
+    let mut out = Vec::new();
+    let mut vec = [PageRegion::default(); 64];
+    while lo < hi {
+        let (n, walk_end) = scan(pagemap, (lo, hi), WRITTEN_ONLY, &mut vec).ok()?;
+        out.extend(vec[..n].iter().map(|r| (r.start as usize, r.end as usize)));
+        if walk_end as usize <= lo {
+            return None;
+        }
+        lo = walk_end as usize;
+    }
+    Some(out)
+}
+
+/// Every page's categories, walked: the anonymous pages (our copies), present or swapped.
+fn copied_pages(pagemap: &File, (mut lo, hi): (usize, usize)) -> Option<Vec<(usize, usize)>> {
+    let mut out = Vec::new();
+    let mut vec = [PageRegion::default(); 64];
+    while lo < hi {
+        // Not file pages: anonymous copies, and holes (never faulted), told apart below.
+        let (n, walk_end) = scan(
+            pagemap,
+            (lo, hi),
+            Query {
+                inverted: PAGE_IS_FILE,
+                anyof: PAGE_IS_FILE,
+                ret: ALL_CATEGORIES,
+                ..Query::default()
+            },
+            &mut vec,
+        )
+        .ok()?;
+        for r in &vec[..n] {
+            let c = r.categories;
+            if c & PAGE_IS_SWAPPED != 0 || c & (PAGE_IS_PRESENT | PAGE_IS_FILE) == PAGE_IS_PRESENT {
+                out.push((r.start as usize, r.end as usize));
+            }
+        }
+        if walk_end as usize <= lo {
+            return None;
+        }
+        lo = walk_end as usize;
+    }
+    Some(out)
 }
 
 /// Whether this kernel (and sandbox) lets us watch writes at all.

@@ -116,6 +116,129 @@ fn private_pages_are_those_written_through_a_private_mapping() {
     unsafe { rustix::mm::munmap(p as *mut _, len).unwrap() };
 }
 
+/// A private mapping of a fresh shared segment of `len` bytes (unmapped by the caller).
+fn private_mapping(seg: &Segment, len: usize) -> usize {
+    (unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len,
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::PRIVATE,
+            seg.fd(),
+            0,
+        )
+    })
+    .unwrap() as usize
+}
+
+#[test]
+fn an_armed_private_mapping_reports_the_same_copies_as_the_walk_of_one_not_armed() {
+    if !supported() || !with_kernel(|k| k.fast_written) {
+        return;
+    }
+    let len = 4 << 20;
+    let seg = Segment::create("airlock-test", len as u64).unwrap();
+    // The same things happen to both mappings; `armed` is asked with the written-only scan,
+    // `walked` is walked page by page (where armed, markers read as swapped entries).
+    let (armed, walked) = (private_mapping(&seg, len), private_mapping(&seg, len));
+    assert!(
+        unsafe { watch_private(armed, len) },
+        "a private shmem mapping can be armed"
+    );
+    let rel = |v: Vec<(usize, usize)>, base: usize| -> Vec<(usize, usize)> {
+        v.into_iter()
+            .map(|(a, b)| ((a - base) / PAGE, (b - base) / PAGE))
+            .collect()
+    };
+    let both = |what: &str| {
+        let fast = private_pages(armed, len).expect("armed: the fast scan answers");
+        let walk = with_kernel(|k| copied_pages(k.pagemap.as_ref()?, (walked, walked + len)));
+        let fast = rel(fast, armed);
+        assert_eq!(fast, rel(walk.unwrap(), walked), "{what}");
+        fast
+    };
+    let each = |f: &dyn Fn(usize)| {
+        f(armed);
+        f(walked);
+    };
+    assert_eq!(both("untouched"), vec![]);
+    each(&|p| {
+        let _ = unsafe { std::ptr::read_volatile((p + 5 * PAGE) as *const u8) };
+    });
+    assert_eq!(both("one page read in: the file's own"), vec![]);
+    each(&|p| unsafe {
+        libc::madvise(p as *mut libc::c_void, len / 2, libc::MADV_POPULATE_READ);
+    });
+    assert_eq!(both("half of it read in"), vec![]);
+    each(&|p| unsafe {
+        std::ptr::write_volatile((p + 7 * PAGE + 3) as *mut u8, 1);
+        std::ptr::write_volatile((p + 900 * PAGE) as *mut u8, 1);
+    });
+    assert_eq!(both("two bytes written"), vec![(7, 8), (900, 901)]);
+    each(&|p| unsafe { std::ptr::write_volatile((p + 1000 * PAGE) as *mut u8, 1) });
+    assert_eq!(
+        both("a page never read, written"),
+        vec![(7, 8), (900, 901), (1000, 1001)]
+    );
+    // A dropped copy's entry is empty: it reads as written until armed again.
+    each(&|p| unsafe {
+        libc::madvise(
+            (p + 7 * PAGE) as *mut libc::c_void,
+            PAGE,
+            libc::MADV_DONTNEED,
+        );
+    });
+    let page7 = armed + 7 * PAGE;
+    assert_eq!(
+        private_pages(page7, PAGE),
+        Some(vec![(page7, page7 + PAGE)])
+    );
+    assert!(unsafe { watch_private(page7, PAGE) });
+    assert_eq!(
+        both("a copy dropped, armed again"),
+        vec![(900, 901), (1000, 1001)]
+    );
+    each(&|p| {
+        let _ = unsafe { std::ptr::read_volatile((p + 7 * PAGE) as *const u8) };
+    });
+    assert_eq!(both("read in again"), vec![(900, 901), (1000, 1001)]);
+    unsafe {
+        rustix::mm::munmap(armed as *mut _, len).unwrap();
+        rustix::mm::munmap(walked as *mut _, len).unwrap();
+    }
+}
+
+#[test]
+fn a_private_mapping_not_armed_is_walked() {
+    if !supported() {
+        return;
+    }
+    let len = 1 << 20;
+    let seg = Segment::create("airlock-test", len as u64).unwrap();
+    let p = private_mapping(&seg, len);
+    let q = private_mapping(&seg, len);
+    unsafe { watch_private(q, len) };
+    unsafe { std::ptr::write_volatile((p + 3 * PAGE) as *mut u8, 1) };
+    let copy = Some(vec![(p + 3 * PAGE, p + 4 * PAGE)]);
+    assert_eq!(private_pages(p, len), copy, "never armed");
+    assert_eq!(
+        written_pages_of(p, len),
+        None,
+        "the written-only scan refuses it"
+    );
+    if with_kernel(|k| k.fast_written) {
+        assert_eq!(written_pages_of(q, len), Some(vec![]), "armed, it answers");
+    }
+    unsafe {
+        rustix::mm::munmap(p as *mut _, len).unwrap();
+        rustix::mm::munmap(q as *mut _, len).unwrap();
+    }
+}
+
+fn written_pages_of(addr: usize, len: usize) -> Option<Vec<(usize, usize)>> {
+    with_kernel(|k| written_pages(k.pagemap.as_ref()?, page_span(addr, len)))
+}
+
 #[test]
 fn only_kernels_that_read_a_swapped_entry_right_take_the_fast_path() {
     assert!(written_scan_is_exact("6.18.44-fc-v1098"));

@@ -30,7 +30,12 @@ from comfy_airlock.card import truth
 RETRY_S = 5.0
 ATTEMPTS = 3
 
-_STATE: dict[str, float | int | None] = {"floor": None, "next_try": 0.0, "attempts": 0}
+_STATE: dict[str, float | int | bool | None] = {
+    "floor": None,
+    "next_try": 0.0,
+    "attempts": 0,
+    "sim": None,  # a simulated card stands for the GPU (read once)
+}
 
 
 def floor(tracked_resident: Callable[[], int]) -> int | None:
@@ -59,13 +64,22 @@ def due(cuda: bool) -> bool:
     """Whether a report made now could measure the floor: unmeasured, attempts left, a context
     possible (``cuda``: torch has initialised CUDA here), the retry delay over. Cheap checks
     first: this runs after every call."""
-    if _STATE["floor"] is not None or not (cuda or settings.get().sim_gpu):
+    if _STATE["floor"] is not None or not (cuda or _on_sim()):
         return False
     if int(_STATE["attempts"] or 0) >= ATTEMPTS or time.monotonic() < float(
         _STATE["next_try"] or 0.0
     ):
         return False
     return _may_have_context()
+
+
+def _on_sim() -> bool:
+    """Whether a simulated card stands for the GPU here (settings are read once per process,
+    so the answer is kept: this runs after every call)."""
+    sim = _STATE.get("sim")
+    if sim is None:
+        sim = _STATE["sim"] = bool(settings.get().sim_gpu)
+    return bool(sim)
 
 
 def _may_have_context() -> bool:

@@ -137,7 +137,11 @@ def _watch_loads() -> None:
 
     load_models_gpu._airlock = True  # type: ignore[attr-defined]
     load_models_gpu.__wrapped__ = original  # type: ignore[attr-defined]
-    mm.load_models_gpu = load_models_gpu
+    mm.load_models_gpu = _LOADER[0] = load_models_gpu
+
+
+# The wrapper ``_watch_loads`` installed last (a call checks it is still the one in place).
+_LOADER: list[Any] = [None]
 
 
 def _patcher_rows() -> list[dict[str, Any]]:
@@ -306,15 +310,22 @@ def execute(model: int, op: str, arg: float) -> tuple[int | None, str | None, di
 _LAST_SENT: dict[str, Any] | None = None
 
 
+# This file's per-call functions run around every call: module lookups go through a local
+# name for ``sys.modules`` (which Python never rebinds), and values fixed once seen are kept.
+_MODS = sys.modules
+
+
 def active() -> bool:
     """Whether this worker can hold models at all (so calls of a worker that cannot skip the
     bookkeeping): it registered a module, or its pack imported ComfyUI's model management."""
-    return bool(_MODULES) or "comfy.model_management" in sys.modules
+    return bool(_MODULES) or "comfy.model_management" in _MODS
 
 
 def begin_call() -> None:
     global _CALL_USED
-    _watch_loads()
+    mm = _MODS.get("comfy.model_management")
+    if mm is not None and mm.load_models_gpu is not _LOADER[0]:
+        _watch_loads()
     _CALL_USED = set()
 
 
@@ -349,12 +360,14 @@ def _signature() -> tuple[Any, ...] | None:
     """What a report's content (but its resident set and sequence number) depends on, read
     cheaply (this runs after every call); None when a report must be made anyway (a floor
     measurement is due)."""
-    torch = sys.modules.get("torch")
-    cuda = torch is not None and _cuda_initialized(torch)
+    cuda = _cuda_initialized()
     if floor.due(cuda):
         return None
-    mm = sys.modules.get("comfy.model_management")
-    cml = mm.current_loaded_models if mm is not None else None
+    mm = _MODS.get("comfy.model_management")
+    if mm is None:
+        cml, pinned = None, 0
+    else:
+        cml, pinned = mm.current_loaded_models, getattr(mm, "TOTAL_PINNED_MEMORY", 0)
     used = admission.LAST_USED
     return (
         tuple(
@@ -368,17 +381,27 @@ def _signature() -> tuple[Any, ...] | None:
         if _MODULES
         else (),
         tuple(used.items()) if used else (),
-        getattr(mm, "TOTAL_PINNED_MEMORY", 0) if mm is not None else 0,
+        pinned,
         _reserved() if cuda else 0,
         cuda,
-        bool(_UUID),
+        len(_UUID),
     )
 
 
-def _cuda_initialized(torch: Any) -> bool:
-    """``torch.cuda.is_initialized()``, read from its flag when torch has one (every call)."""
-    flag = getattr(torch.cuda, "_initialized", None)
-    return bool(flag) if flag is not None else bool(torch.cuda.is_initialized())
+# ``torch.cuda`` once torch is imported (a module attribute lookup on torch is not free).
+_TORCH_CUDA: list[Any] = []
+
+
+def _cuda_initialized() -> bool:
+    """``torch.cuda.is_initialized()``, read from its flag when torch has one (every call);
+    False before torch is imported."""
+    if not _TORCH_CUDA:
+        torch = _MODS.get("torch")
+        if torch is None:
+            return False
+        _TORCH_CUDA.append(torch.cuda)
+    flag = getattr(_TORCH_CUDA[0], "_initialized", None)
+    return bool(flag) if flag is not None else bool(_TORCH_CUDA[0].is_initialized())
 
 
 def refresh() -> None:

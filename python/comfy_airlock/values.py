@@ -231,6 +231,8 @@ _RECEIVED_KEY = "received"
 
 
 def _remember(lane, buf: ctypes.Array, region) -> None:
+    """Records ``buf`` as a live view of the peer's ``region`` until it dies, and gives the
+    region back then (one finalizer for both: this runs for every tensor received)."""
     # Several live buffers can share an address (a region handed back and forth): the entry
     # goes when the last of them does.
     received = lane.mappings.setdefault(_RECEIVED_KEY, {})
@@ -239,13 +241,15 @@ def _remember(lane, buf: ctypes.Array, region) -> None:
     if entry is None or entry[0] != region:
         entry = received[addr] = [region, 0]
     entry[1] += 1
-    weakref.finalize(buf, _forget, received, addr, entry)
+    weakref.finalize(buf, _released, lane, received, addr, entry)
 
 
-def _forget(received: dict, addr: int, entry: list) -> None:
+def _released(lane, received: dict, addr: int, entry: list) -> None:
+    region = entry[0]
     entry[1] -= 1
     if entry[1] <= 0 and received.get(addr) is entry:
         del received[addr]
+    lane.release(*region)
 
 
 def _received(lane, addr: int, nbytes: int):
@@ -437,7 +441,6 @@ def decode_tensor(lane, kind, dtype, shape, strides, region, device):
     # The buffer lives exactly as long as the last view of the region (torch storages and
     # numpy bases both keep it), so its death is the moment to give the region back.
     _remember(lane, buf, region)
-    weakref.finalize(buf, lane.release, *region)
     span = _span(shape, strides)
     contiguous = tuple(strides) == _contiguous_strides(shape)
     if torch is not None:

@@ -39,6 +39,7 @@ _F_GET_SEALS = getattr(fcntl, "F_GET_SEALS", 1034)
 # Making a view and trimming (idle_trim.py, another thread) both change a lane's mappings.
 _LOCK = threading.RLock()
 _F_SEAL_FUTURE_WRITE = 0x0010
+_HOST_SIDE = 0  # ``lane.side`` of the host (the core's ``Side::Host``)
 
 
 def _is_frozen(fd: int) -> bool:
@@ -81,9 +82,12 @@ def _mapping(lane, side: int, segment: int) -> mmap.mmap:
             populated[(side, segment)] = bytearray(-(-size // _CHUNK))
         if private:
             base = frozen[(side, segment)] = _address(mm)
-            # Before any page is read in: each one then comes in protected, and a write
-            # through the mapping shows in the kernel's written-only scan (ADR 0039).
-            _native.watch_private(base, size)
+            if side == lane.side or lane.side != _HOST_SIDE:
+                # Before any page is read in: each one then comes in protected, and a write
+                # through the mapping shows in the kernel's written-only scan (ADR 0039).
+                # Not a worker's segment in the host: kept copies are the host's, and arming
+                # makes page tables for the whole size a peer announced.
+                _native.watch_private(base, size)
     return mm
 
 

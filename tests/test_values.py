@@ -121,6 +121,9 @@ LAYOUTS = {
     "zero_size": lambda: torch.empty(0, 3, 7),
     "zero_size_scalarless": lambda: torch.empty(0),
     "big_image": lambda: torch.rand(1, 512, 512, 3),
+    "size_one_dims": lambda: torch.randn(1, 6, 1, 4),
+    "size_one_odd_strides": lambda: torch.randn(6, 4).as_strided((1, 6, 1, 4), (99, 4, 7, 1)),
+    "requires_grad": lambda: torch.randn(3, 4, requires_grad=True),
 }
 
 

@@ -218,6 +218,19 @@ def _span(shape, strides) -> int:
     return 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True))
 
 
+def _layout(shape, strides) -> tuple[int, bool]:
+    """``(_span(shape, strides), strides == _contiguous_strides(shape))`` in one pass (every
+    received tensor asks both)."""
+    span, acc, contiguous = 1, 1, True
+    for n, s in zip(reversed(shape), reversed(strides), strict=True):
+        span += (n - 1) * s
+        if s != acc:
+            contiguous = False
+        if n > 1:
+            acc *= n
+    return span, contiguous
+
+
 # --- passing on without a copy ---------------------------------------------------------------
 #
 # A tensor that arrived from the peer is a view of the peer's region. Sent back to the same
@@ -327,7 +340,8 @@ def encode_other(lane, obj):
 
 def _encode_torch(lane, torch, t):
     src = t  # what the caller holds: a kept copy lives as long as it does
-    t = t.detach()
+    if t.requires_grad:
+        t = t.detach()
     # Lazy conjugate/negative views hold unmodified bytes plus a flag: resolve them, since
     # the bytes are what cross.
     if t.is_conj():
@@ -336,8 +350,11 @@ def _encode_torch(lane, torch, t):
         t = t.resolve_neg()
     if t.layout != torch.strided:
         raise TypeError(f"tensors with layout {t.layout} cannot cross the boundary")
-    device = str(t.device)
-    if t.device.type != "cpu":
+    device = t.device
+    if device.type == "cpu":
+        device = "cpu"
+    else:
+        device = str(device)
         t = t.cpu()
     dtype = str(t.dtype).removeprefix("torch.")
     if dtype not in _TORCH_NAMES:
@@ -346,11 +363,15 @@ def _encode_torch(lane, torch, t):
     if t.numel() == 0:
         return ("t", "torch", dtype, shape, _contiguous_strides(shape), None, device)
     strides = tuple(t.stride())
-    if not _is_dense(shape, strides):
-        strides = _contiguous_strides(shape)
-    span = _span(shape, strides)
+    if t.is_contiguous():
+        # The common case, without the general rule's sort: its elements fill a block in order.
+        span, dense = t.numel(), True
+    else:
+        if not _is_dense(shape, strides):
+            strides = _contiguous_strides(shape)
+        span = _span(shape, strides)
+        dense = strides == tuple(t.stride())
     nbytes = span * t.element_size()
-    dense = strides == tuple(t.stride())
     if dense and t.storage_offset() == 0:
         back = _received(lane, t.untyped_storage().data_ptr(), nbytes)
         if back is not None:
@@ -441,8 +462,7 @@ def decode_tensor(lane, kind, dtype, shape, strides, region, device):
     # The buffer lives exactly as long as the last view of the region (torch storages and
     # numpy bases both keep it), so its death is the moment to give the region back.
     _remember(lane, buf, region)
-    span = _span(shape, strides)
-    contiguous = tuple(strides) == _contiguous_strides(shape)
+    span, contiguous = _layout(shape, strides)
     if torch is not None:
         flat = torch.frombuffer(buf, dtype=getattr(torch, dtype), count=span)
         out = flat.view(shape) if contiguous else flat.as_strided(shape, strides)

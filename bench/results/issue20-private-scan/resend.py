@@ -1,7 +1,8 @@
 """The same 64 MiB tensor re-sent to a ComfyUI-shaped worker, 3 x 40 calls, with the worker's
-private mappings of kept copies armed (ADR 0039) and, in a second worker, not armed (its
+private mappings of kept copies armed (ADR 0039) and, in the workers between, not armed (their
 ``watch_private`` replaced by one that declines, so ``private_pages`` walks every page as
-before). Run from the repository root: .envs/bench/bin/python bench/results/issue20-private-scan/resend.py
+before; ``disarm.py``). ``targets:nbytes_of`` is the lane-spin probe's (returns ``x.nbytes``).
+Run from the repository root: .envs/bench/bin/python bench/results/issue20-private-scan/resend.py
 """
 
 import pathlib
@@ -19,11 +20,13 @@ COMFY = ROOT / ".cache/comfyui/0.30.0/ComfyUI"
 
 for armed in (True, False, True, False):
     with comfy_airlock.Worker(
-        sys.executable, sys_path=[str(HERE), str(ROOT / "bench")], name="probe"
+        sys.executable,
+        sys_path=[str(HERE), str(HERE.parent / "issue20-lane-spin"), str(ROOT / "bench")],
+        name="probe",
     ) as w:
         w.call("bench_targets:import_comfy", str(COMFY))
         if not armed:
-            w.call("targets:disarm")
+            w.call("disarm:disarm")
         x = torch.rand(16 << 20)
         for r in range(3):
             ts = []

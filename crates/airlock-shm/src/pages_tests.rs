@@ -85,17 +85,7 @@ fn private_pages_are_those_written_through_a_private_mapping() {
     }
     let len = 4 << 20;
     let seg = Segment::create("airlock-test", len as u64).unwrap();
-    let p = unsafe {
-        rustix::mm::mmap(
-            std::ptr::null_mut(),
-            len,
-            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-            rustix::mm::MapFlags::PRIVATE,
-            seg.fd(),
-            0,
-        )
-        .unwrap()
-    } as usize;
+    let p = private_mapping(&seg, len);
     assert_eq!(private_pages(p, len), Some(vec![]), "never touched");
     let _ = unsafe { std::ptr::read_volatile((p + 5 * PAGE) as *const u8) };
     assert_eq!(

@@ -53,11 +53,12 @@ lint: setup
 	$(RUFF) format --check $(PY_DIRS)
 	PYTHONPATH=$(CURDIR)/python $(VENV)/bin/lint-imports
 
-# Lint first (fails fast, before the release build), then build, Rust tests, Python tests.
+# Lint first (fails fast, before the release build), then build, Rust tests, Python tests
+# (the 15 slowest listed at the end: `make test` should stay under 30 minutes).
 test: lint build
 	cargo test --workspace
 	bash scripts/loom.sh
-	$(VENV_ENV) $(PY) -m pytest -q tests $(PYTEST_ARGS)
+	$(VENV_ENV) $(PY) -m pytest -q --durations=15 tests $(PYTEST_ARGS)
 
 # Side by side with comfy-env 0.4.46, pyisolate 0.10.2 (PyPI, in .envs/bench made by
 # bench/setup.sh) and a plain pickle worker, ComfyUI-shaped workers, the native floors, in one run:

@@ -148,6 +148,20 @@ def test_the_workers_writes_to_its_view_never_reach_the_kept_copy(host_worker):
         assert _counts(w)[0] == reused + 1
 
 
+def test_the_workers_view_of_a_kept_copy_is_asked_the_fast_way(host_worker):
+    # ADR 0039: its private mapping is write-protected, so the pages a node wrote are found
+    # by the written-only scan (where this kernel can arm one at all), written or not.
+    w = host_worker
+    x = torch.full((N,), 5.0)
+    _kept(w, x)
+    watched, clean, can = w.call("airlock_testpack:view_watched", x)
+    assert (watched, clean) == (can, True)
+    assert w.call("airlock_testpack:scribble", x, 7.0, False) == 7.0
+    # The next view drops the node's copy of that page and arms it again.
+    assert w.call("airlock_testpack:view_watched", x) == (can, True, can)
+    assert _sees(w, x, 0) == 5.0
+
+
 def test_a_view_the_worker_keeps_and_writes_does_not_show_in_a_new_one(host_worker):
     w = host_worker
     x = torch.full((N,), 3.0)

@@ -158,6 +158,10 @@ def watch_private(addr: int, nbytes: int) -> bool:
     so that :func:`private_pages` asks the kernel for written pages alone; False when the
     kernel cannot (then it walks every page)."""
 
+def private_watched(addr: int, nbytes: int) -> bool:
+    """Whether :func:`watch_private` armed all of the span (so :func:`private_pages` asks
+    the kernel for written pages alone)."""
+
 def write_watch_supported() -> bool:
     """Whether write watches work here at all."""
 

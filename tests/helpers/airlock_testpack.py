@@ -133,6 +133,29 @@ def scribble(x, value, numpy=False):
     return x.reshape(-1)[0].item()
 
 
+def view_watched(x):
+    """Whether the input's view is armed for the written-only scan (ADR 0039), whether it
+    shows no page of ours (none written, none dropped and left unarmed), and whether this
+    process can arm a private mapping of a shared file at all."""
+    import ctypes
+    import mmap
+
+    from comfy_airlock import _native
+
+    fd = os.memfd_create("airlock-probe")
+    try:
+        os.ftruncate(fd, 1 << 20)
+        probe = mmap.mmap(fd, 1 << 20, flags=mmap.MAP_PRIVATE)
+    finally:
+        os.close(fd)
+    first = ctypes.c_char.from_buffer(probe)
+    can = _native.watch_private(ctypes.addressof(first), 1 << 20)
+    del first
+    probe.close()
+    addr, n = x.data_ptr(), x.nbytes
+    return _native.private_watched(addr, n), _native.private_pages(addr, n) == [], can
+
+
 def keep_scribbled(x, value):
     """Writes ``value`` into element 0 of the input in place and keeps the input."""
     x.reshape(-1)[0] = value

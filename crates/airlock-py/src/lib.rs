@@ -37,7 +37,9 @@ mod _native {
     #[pymodule_export]
     use crate::lane::{Lane, rejections};
     #[pymodule_export]
-    use crate::watch::{WriteWatch, private_pages, watch_private, write_watch_supported};
+    use crate::watch::{
+        WriteWatch, private_pages, private_watched, watch_private, write_watch_supported,
+    };
     #[pymodule_export]
     use crate::worker::{WorkerLink, connect, forbid_same_user_access};
 

@@ -54,6 +54,13 @@ pub fn watch_private(py: Python<'_>, addr: usize, nbytes: usize) -> bool {
     crate::exit_gate::detach(py, || unsafe { airlock_shm::watch_private(addr, nbytes) })
 }
 
+/// Whether [`watch_private`] armed all of the span (tests: a view of a kept copy is asked
+/// the fast way).
+#[pyfunction]
+pub fn private_watched(py: Python<'_>, addr: usize, nbytes: usize) -> bool {
+    crate::exit_gate::detach(py, || airlock_shm::private_watched(addr, nbytes))
+}
+
 /// Whether write watches work here at all.
 #[pyfunction]
 pub fn write_watch_supported(py: Python<'_>) -> bool {

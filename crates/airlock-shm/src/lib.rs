@@ -24,7 +24,7 @@ pub use fdpass::{
     try_send_with_fds,
 };
 pub use mapping::copy_nonoverlapping;
-pub use pages::{WriteWatch, private_pages, watch_private, write_watch_supported};
+pub use pages::{WriteWatch, private_pages, private_watched, watch_private, write_watch_supported};
 pub use pid::current_pid;
 pub use pool::{Alloc, Lease, Pool, PoolConfig, PoolStats, Released};
 pub use segment::{Segment, read_at};

@@ -489,6 +489,18 @@ pub fn private_pages(addr: usize, len: usize) -> Option<Vec<(usize, usize)>> {
     })
 }
 
+/// Whether all of `[addr, addr + len)` is armed by [`watch_private`], so that
+/// [`private_pages`] answers it with the written-only scan.
+pub fn private_watched(addr: usize, len: usize) -> bool {
+    len > 0
+        && with_kernel(|k| {
+            k.fast_written
+                && k.pagemap
+                    .as_ref()
+                    .is_some_and(|p| written_pages(p, page_span(addr, len)).is_some())
+        })
+}
+
 /// The pages of a range [`watch_private`] armed whose protection is gone: written through the
 /// mapping, or dropped and not armed again. None when any part of it is not armed.
 fn written_pages(pagemap: &File, (mut lo, hi): (usize, usize)) -> Option<Vec<(usize, usize)>> {

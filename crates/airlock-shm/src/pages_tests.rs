@@ -131,10 +131,12 @@ fn an_armed_private_mapping_reports_the_same_copies_as_the_walk_of_one_not_armed
     // The same things happen to both mappings; `armed` is asked with the written-only scan,
     // `walked` is walked page by page (where armed, markers read as swapped entries).
     let (armed, walked) = (private_mapping(&seg, len), private_mapping(&seg, len));
+    assert!(!private_watched(armed, len));
     assert!(
         unsafe { watch_private(armed, len) },
         "a private shmem mapping can be armed"
     );
+    assert!(private_watched(armed, len) && !private_watched(walked, len));
     let rel = |v: Vec<(usize, usize)>, base: usize| -> Vec<(usize, usize)> {
         v.into_iter()
             .map(|(a, b)| ((a - base) / PAGE, (b - base) / PAGE))

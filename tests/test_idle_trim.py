@@ -54,6 +54,39 @@ def test_an_idle_worker_gives_its_shared_memory_back(make_worker, monkeypatch):
     assert w.pid == pid
 
 
+def _rss_anon_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    pytest.skip("no RssAnon in /proc/<pid>/status")
+
+
+def test_a_busy_worker_reuses_its_freed_heap_and_an_idle_one_gives_it_back(
+    make_worker, monkeypatch
+):
+    """ADR 0040: what a node frees stays in the worker's heap for the next call, which then
+    takes no page fault to use it again, and goes back to the system once the worker is idle.
+    Without the worker's heap knobs (heap_policy.py) glibc gave the heap's free top back at
+    each free, and the second call faulted in every page again."""
+    monkeypatch.setenv("AIRLOCK_IDLE_TRIM_S", "1")  # the worker reads it at its start
+    monkeypatch.setattr(settings.get(), "idle_trim_s", 1.0)
+    w = make_worker()
+    size, blocks = 12 << 20, 4  # four 1024x1024 IMAGE tensors
+    pages = size * blocks // 4096
+    w.call("airlock_testpack:heap_churn", size, blocks)  # the heap grows once
+    faults, kib = w.call("airlock_testpack:heap_churn", size, blocks)
+    assert faults < pages // 10, f"{faults} page faults for {pages} pages freed a call ago"
+    # Idle: the kept heap goes back (the host reads the worker's status: a call would make it
+    # busy again).
+    _until(
+        lambda: _rss_anon_kib(w.pid) < kib - (size * blocks >> 10) * 3 // 4,
+        f"the worker's anonymous memory is still {_rss_anon_kib(w.pid)} KiB (was {kib})",
+    )
+    faults, _ = w.call("airlock_testpack:heap_churn", size, blocks)
+    assert faults >= pages // 2, "given back, the heap's pages were faulted in again"
+
+
 def test_off_keeps_everything(monkeypatch):
     from comfy_airlock import idle_trim
 

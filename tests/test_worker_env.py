@@ -13,6 +13,7 @@ import time
 import pytest
 from conftest import HELPERS
 
+from comfy_airlock import heap_policy
 from comfy_airlock.host import pack as pack_module
 from comfy_airlock.host.pack import IsolatedPack
 from comfy_airlock.supervisor import Worker
@@ -108,6 +109,9 @@ def test_host_secrets_do_not_reach_the_worker_but_env_vars_do(isolated, monkeypa
     # touched.
     assert env["OMP_WAIT_POLICY"] == "PASSIVE"
     assert "OMP_WAIT_POLICY" not in os.environ
+    # The heap keeps what nodes free while busy (heap_policy.py).
+    assert env["MALLOC_TRIM_THRESHOLD_"] == str(heap_policy.TRIM_BYTES)
+    assert env["MALLOC_MMAP_THRESHOLD_"] == str(heap_policy.MMAP_BYTES)
 
 
 def test_a_pack_or_operator_wait_policy_wins(isolated, monkeypatch):
@@ -122,6 +126,37 @@ def test_a_pack_or_operator_wait_policy_wins(isolated, monkeypatch):
         .call("airlock_escape:environ")
     )
     assert env["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_a_pack_or_operator_heap_setting_wins(isolated):
+    tunables = "glibc.malloc.trim_threshold=1048576"
+    env = (
+        isolated("tuned", env_vars={"GLIBC_TUNABLES": tunables})
+        .worker()
+        .call("airlock_escape:environ")
+    )
+    assert env["GLIBC_TUNABLES"] == tunables
+    assert "MALLOC_TRIM_THRESHOLD_" not in env and "MALLOC_MMAP_THRESHOLD_" not in env
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ({}, False),
+        ({"MALLOC_ARENA_MAX": "2"}, False),  # not a knob that fixes the threshold
+        ({"MALLOC_TOP_PAD_": "0"}, True),
+        ({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"}, True),
+        ({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}, False),
+    ],
+)
+def test_heap_policy_rule(given, kept):
+    env = dict(given)
+    heap_policy.apply(env)
+    if kept:
+        assert env == given
+    else:
+        assert env["MALLOC_TRIM_THRESHOLD_"] == str(heap_policy.TRIM_BYTES)
+        assert {k: env[k] for k in given} == given
 
 
 def _private(path: str) -> None:

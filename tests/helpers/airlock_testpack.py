@@ -173,3 +173,38 @@ def ones(n):
     import torch
 
     return torch.ones(n)
+
+
+def heap_churn(size, blocks):
+    """What an operator-heavy node does to the C heap: ``blocks`` blocks of ``size`` bytes
+    allocated, written and freed. Returns the minor page faults this process took meanwhile
+    and its anonymous resident memory after, in KiB."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    before = _minor_faults()
+    held = []
+    for _ in range(blocks):
+        p = libc.malloc(size)
+        ctypes.memset(p, 1, size)
+        held.append(p)
+    for p in reversed(held):
+        libc.free(p)
+    return _minor_faults() - before, rss_anon_kib()
+
+
+def _minor_faults():
+    with open("/proc/self/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
+def rss_anon_kib():
+    """This process's anonymous resident memory (its heaps), in KiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return -1

@@ -157,6 +157,9 @@ def test_heap_policy_rule(given, kept):
     else:
         assert env["MALLOC_TRIM_THRESHOLD_"] == str(heap_policy.TRIM_BYTES)
         assert {k: env[k] for k in given} == given
+    elsewhere = dict(given)
+    heap_policy.apply(elsewhere, platform="win32")
+    assert elsewhere == given
 
 
 def _private(path: str) -> None:

@@ -17,11 +17,13 @@ memory kept is returned when the worker is idle or the machine short of RAM: the
 calls ``malloc_trim`` (``idle_trim.py``, ADR 0028), and the worker's resident set, kept
 memory included, is what its memory report counts. A worker whose environment already sets
 any of glibc's heap knobs (a pack's ``[env_vars]``, the operator's ``worker_env``, a
-``GLIBC_TUNABLES`` naming one) keeps its own. Other C libraries ignore these variables.
+``GLIBC_TUNABLES`` naming one) keeps its own. Only on Linux; a C library other than glibc
+(musl) ignores these variables, and the Windows product never sets them.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import MutableMapping
 
 #: glibc's variables for the knobs this sets or that fix the threshold; any present wins.
@@ -47,8 +49,9 @@ def _tuned(env: MutableMapping[str, str]) -> bool:
     return any(f"glibc.malloc.{t}=" in tunables for t in TUNABLES)
 
 
-def apply(env: MutableMapping[str, str]) -> None:
-    """Sets the worker's heap knobs in ``env`` unless it sets one of them itself."""
-    if not _tuned(env):
+def apply(env: MutableMapping[str, str], platform: str = sys.platform) -> None:
+    """Sets the worker's heap knobs in ``env`` unless it sets one of them itself (Linux only:
+    elsewhere there is no glibc to read them)."""
+    if platform.startswith("linux") and not _tuned(env):
         env["MALLOC_TRIM_THRESHOLD_"] = str(TRIM_BYTES)
         env["MALLOC_MMAP_THRESHOLD_"] = str(MMAP_BYTES)

@@ -42,6 +42,11 @@ passed                                      why
 ``AIRLOCK_*``                               comfy-airlock's own settings
 ==========================================  =====================================================
 
+Whatever environment a worker gets (this one, or the host's whole with ``INHERIT_ENV``), the
+supervisor then adds two defaults unless it already says otherwise: how idle OpenMP threads
+wait (``thread_policy.py``) and, on Linux, how much freed memory glibc's heap keeps
+(``heap_policy.py``).
+
 Even through a prefix, a name that looks like a secret (containing ``TOKEN``, ``SECRET``,
 ``PASSWORD``, ``PASSWD``, ``API_KEY``, ``CREDENTIAL`` or ``PRIVATE_KEY``) is not passed. The
 operator can pass more with the ``worker_env`` setting (comma-separated names; ``NAME_*`` for a

@@ -7,8 +7,8 @@ out at 32 MiB on 64-bit, the trim threshold at twice the threshold). A worker ru
 its main thread, whose heap holds little else: a node's intermediates (a 1024x1024 IMAGE is
 12 MiB a tensor) freed at its end left the heap's whole top free, glibc gave it back, and the
 next node faulted it in again page by page. In an image-filter prompt over HTTP the worker
-took 8,000-11,000 page faults a prompt where ComfyUI running the same nodes took 4,000-6,000
-(docs/benchmarks.md); each costs about a microsecond, zeroing its page included.
+took 6,300-10,700 page faults a prompt where ComfyUI running the same nodes took 4,300-6,000
+(docs/benchmarks.md); each is a trip into the kernel and a page zeroed.
 
 So a worker starts with glibc's heap keeping up to :data:`TRIM_BYTES` of free top, and the
 threshold fixed at glibc's own ceiling (:data:`MMAP_BYTES`: setting one fixes the other, so

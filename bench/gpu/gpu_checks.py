@@ -10,7 +10,11 @@
 4. If torch imports: torch's CUDA IPC hand-off (``reduce_tensor`` / rebuild in a child) of a
    1 GiB tensor, and ``copy_`` D2D.
 5. If comfy_airlock imports: ``comfy_airlock.device.nvml_memory`` latency, and a CUDA tensor
-   round trip through a ``Worker`` (today through host shared memory), 64 MiB and 1 GiB.
+   round trip through a ``Worker`` (through host shared memory), 64 MiB and 1 GiB: an echo and
+   a fresh output (``x * 1``), beside two same-run floors: ``x * 1`` in this process, and
+   ``x.to("cpu").to("cuda")`` (a crossing through host memory without a second process).
+
+The memory bridge on the card is card_scenario.py, which run.sh runs after this.
 
 Output: one JSON file (argv[1]). Each section records its error instead of stopping the run.
 """
@@ -42,6 +46,12 @@ def pstats(ns: list[int]) -> dict:
 
 
 # --- CUDA driver --------------------------------------------------------------------------
+
+
+class IpcHandle(ctypes.Structure):
+    """``CUipcMemHandle``: 64 opaque bytes."""
+
+    _fields_ = [("reserved", ctypes.c_char * 64)]
 
 
 class Cuda:
@@ -91,11 +101,12 @@ class Cuda:
 
     def ipc_open(self, handle: bytes) -> int:
         p = ctypes.c_uint64()
-        h = (ctypes.c_char * 64).from_buffer_copy(handle)
-        # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1; the handle struct is passed by value.
+        h = IpcHandle.from_buffer_copy(handle)
+        # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1. The handle is passed by value: a Structure
+        # (a bare ctypes array in argtypes would be passed as a pointer).
         self.lib.cuIpcOpenMemHandle_v2.argtypes = [
             ctypes.POINTER(ctypes.c_uint64),
-            ctypes.c_char * 64,
+            IpcHandle,
             ctypes.c_uint,
         ]
         self.check(self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(p), h, 1), "cuIpcOpenMemHandle")
@@ -277,16 +288,37 @@ def airlock_section(res: dict) -> None:
         w.call("bench_targets:import_torch")
         for n in (64 * MiB, GiB):
             x = torch.ones(n // 4, device="cuda")
-            y = w.call("bench_targets:echo", x)
-            ok = bool(torch.equal(x, y.to(x.device)))
+            # echo: the worker returns its input; times_one: a fresh CUDA output (x * 1), as
+            # real nodes return; floor: the same x * 1 in this process.
+            for target in ("echo", "times_one"):
+                y = w.call(f"bench_targets:{target}", x)
+                ok = bool(torch.equal(x, y.to(x.device)))
+                ns = []
+                for _ in range(5):
+                    t0 = time.perf_counter_ns()
+                    y = w.call(f"bench_targets:{target}", x)
+                    torch.cuda.synchronize()
+                    ns.append(time.perf_counter_ns() - t0)
+                    del y
+                res[f"airlock_cuda_{target}_{n // MiB}mib"] = {**pstats(ns), "equal": ok}
             ns = []
             for _ in range(5):
                 t0 = time.perf_counter_ns()
-                y = w.call("bench_targets:echo", x)
+                y = x * 1
                 torch.cuda.synchronize()
                 ns.append(time.perf_counter_ns() - t0)
                 del y
-            res[f"airlock_cuda_echo_{n // MiB}mib"] = {**pstats(ns), "equal": ok}
+            res[f"in_process_cuda_times_one_{n // MiB}mib"] = pstats(ns)
+            # The floor of a crossing through host memory, in this process: the tensor to
+            # pageable host memory and back (the round trip makes four such copies).
+            ns = []
+            for _ in range(5):
+                t0 = time.perf_counter_ns()
+                y = x.to("cpu").to(x.device)
+                torch.cuda.synchronize()
+                ns.append(time.perf_counter_ns() - t0)
+                del y
+            res[f"in_process_d2h_h2d_{n // MiB}mib"] = pstats(ns)
     finally:
         w.close()
 

@@ -89,3 +89,9 @@ def rows():
     from comfy_airlock.worker import models
 
     return [[r["name"], r["kind"], r["resident"]] for r in models.report()["models"]]
+
+
+def run_on_device(name):
+    """A later node using the network as loaded once, its input on ComfyUI's device as a real
+    node puts it (``run`` computes on a CPU input: the ``--cpu`` scenarios)."""
+    return float(OWN[name](torch.zeros(1, device=_device())))

@@ -351,11 +351,10 @@ def _encode_torch(lane, torch, t):
     if t.layout != torch.strided:
         raise TypeError(f"tensors with layout {t.layout} cannot cross the boundary")
     device = t.device
-    if device.type == "cpu":
-        device = "cpu"
-    else:
-        device = str(device)
-        t = t.cpu()
+    on_cpu = device.type == "cpu"
+    # A device tensor is copied straight into the region below (one copy to the host, not a
+    # copy to fresh host memory and a second into the region); the peer copies it back.
+    device = "cpu" if on_cpu else str(device)
     dtype = str(t.dtype).removeprefix("torch.")
     if dtype not in _TORCH_NAMES:
         raise TypeError(f"tensors of dtype {t.dtype} cannot cross the boundary")
@@ -372,11 +371,11 @@ def _encode_torch(lane, torch, t):
         span = _span(shape, strides)
         dense = strides == tuple(t.stride())
     nbytes = span * t.element_size()
-    if dense and t.storage_offset() == 0:
+    if on_cpu and dense and t.storage_offset() == 0:
         back = _received(lane, t.untyped_storage().data_ptr(), nbytes)
         if back is not None:
             return ("t", "torch", dtype, shape, strides, back, device)
-    if dense and lane.side == _HOST and t.data_ptr() == src.data_ptr():
+    if on_cpu and dense and lane.side == _HOST and t.data_ptr() == src.data_ptr():
         # Inference tensors (ComfyUI runs nodes under inference_mode) keep no version
         # counter: the write watch alone decides for them.
         version = 0 if t.is_inference() else t._version
@@ -385,7 +384,7 @@ def _encode_torch(lane, torch, t):
             return ("t", "torch", dtype, shape, strides, region, device)
     region = lane.alloc(nbytes)
     try:
-        if dense:
+        if dense and on_cpu:
             # Dense: its bytes are one block from data_ptr; the core copies it.
             lane.write(region, t.data_ptr(), nbytes)
         else:

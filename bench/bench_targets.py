@@ -76,6 +76,17 @@ def times_one(x):
     return x * 1
 
 
+def add_one_in_place(x) -> None:
+    """A node writing into its input (bench/gpu/gpu_checks.py: the sender's tensor must not
+    change)."""
+    x.add_(1)
+
+
+def tail_view(x):
+    """A view into the input, at an offset into its storage."""
+    return x[1:]
+
+
 def empty_like(x):
     """A fresh output of the input's size without computing it (bench/fresh_parts.py)."""
     import torch

@@ -10,9 +10,11 @@
 4. If torch imports: torch's CUDA IPC hand-off (``reduce_tensor`` / rebuild in a child) of a
    1 GiB tensor, and ``copy_`` D2D.
 5. If comfy_airlock imports: ``comfy_airlock.device.nvml_memory`` latency, and a CUDA tensor
-   round trip through a ``Worker`` (through host shared memory), 64 MiB and 1 GiB: an echo and
-   a fresh output (``x * 1``), beside two same-run floors: ``x * 1`` in this process, and
-   ``x.to("cpu").to("cuda")`` (a crossing through host memory without a second process).
+   round trip through a ``Worker`` (by CUDA IPC; through host memory with
+   ``AIRLOCK_CUDA_IPC=off``), 64 MiB and 1 GiB: an echo and a fresh output (``x * 1``), beside
+   two same-run floors: ``x * 1`` in this process, and ``x.to("cpu").to("cuda")`` (a crossing
+   through host memory without a second process); then the checks that a crossing keeps its
+   meaning (``airlock_cuda_checks``).
 
 The memory bridge on the card is card_scenario.py, which run.sh runs after this.
 
@@ -319,6 +321,22 @@ def airlock_section(res: dict) -> None:
                 ns.append(time.perf_counter_ns() - t0)
                 del y
             res[f"in_process_d2h_h2d_{n // MiB}mib"] = pstats(ns)
+        # What a crossing must keep, whichever way CUDA tensors go (ADR 0041): the sender's
+        # tensor unchanged by a node writing into its input; views at an offset and
+        # transposed ones arrive equal; an output outlives the worker that made it.
+        x = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+        before = x.clone()
+        w.call("bench_targets:add_one_in_place", x)
+        checks = {"input_unchanged_by_in_place_write": bool(torch.equal(x, before))}
+        y = w.call("bench_targets:tail_view", x)
+        checks["offset_view_equal"] = bool(torch.equal(y, x[1:]))
+        m = torch.arange(1 << 20, dtype=torch.float16, device="cuda").view(1024, 1024).t()
+        y = w.call("bench_targets:echo", m)
+        checks["transposed_equal"] = bool(torch.equal(y, m)) and y.device.type == "cuda"
+        kept = w.call("bench_targets:times_one", x)
+        w.close()
+        checks["output_outlives_worker"] = bool(torch.equal(kept, x))
+        res["airlock_cuda_checks"] = checks
     finally:
         w.close()
 

@@ -278,6 +278,16 @@ class Settings:
         side="worker",
         shown="`on`",
     )
+    cuda_ipc: bool = knob(
+        "AIRLOCK_CUDA_IPC",
+        _switch(on_unless=("off", "0", "false", "no")),
+        True,
+        "`off`: a CUDA tensor crosses through host memory (copied off the card and back on) "
+        "instead of by CUDA IPC (opened and copied on the card by the receiver); read by the "
+        "side that sends it",
+        side="sides",
+        shown="`on`",
+    )
     keep_sent: int = knob(
         "AIRLOCK_KEEP_SENT_MIB",
         _mib,

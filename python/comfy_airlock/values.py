@@ -8,6 +8,8 @@ This module handles the rest:
   channels-last, any permutation) keep their strides; other views (slices with gaps,
   broadcasts) arrive contiguous with the same values. The region is released back to the
   sender when the last view of it dies.
+- **CUDA tensors** cross by CUDA IPC where they can: the receiver copies the sender's memory on
+  the card (:mod:`comfy_airlock.cuda_ipc`); else through host memory like the rest.
 - A worker without torch receives tensors as numpy arrays. numpy has no bfloat16 or float8:
   those arrive as ``ml_dtypes`` arrays when ``ml_dtypes`` is installed, else as raw ``uint16`` /
   ``uint8`` bit patterns (a warning says so once).
@@ -29,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from comfy_airlock import _native, kept, pickling
+from comfy_airlock import _native, cuda_ipc, kept, pickling
 from comfy_airlock.mappings import region_buffer as _region_buffer
 from comfy_airlock.mappings import written_privately as _written_privately
 from comfy_airlock.remote import log_line, make_exception
@@ -355,6 +357,10 @@ def _encode_torch(lane, torch, t):
     # A device tensor is copied straight into the region below (one copy to the host, not a
     # copy to fresh host memory and a second into the region); the peer copies it back.
     device = "cpu" if on_cpu else str(device)
+    if not on_cpu:
+        payload = cuda_ipc.share(torch, t)
+        if payload is not None:  # opened and copied on the card by the peer (ADR 0041)
+            return ("x", cuda_ipc.CODEC, payload)
     dtype = str(t.dtype).removeprefix("torch.")
     if dtype not in _TORCH_NAMES:
         raise TypeError(f"tensors of dtype {t.dtype} cannot cross the boundary")
@@ -496,6 +502,8 @@ def decode_ext(name, payload):
         if not (isinstance(payload, tuple) and len(payload) == 2 and isinstance(payload[0], str)):
             raise pickling.PickleRefused("a pickled value of the wrong shape: refused")
         return policy.loads(payload[0], payload[1])
+    if name == cuda_ipc.CODEC:
+        return cuda_ipc.receive(payload)
     codec = _BY_NAME.get(name)
     if codec is None:
         raise TypeError(f"received a value of codec {name!r}, which is not registered here")

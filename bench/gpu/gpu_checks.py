@@ -323,7 +323,8 @@ def airlock_section(res: dict) -> None:
             res[f"in_process_d2h_h2d_{n // MiB}mib"] = pstats(ns)
         # What a crossing must keep, whichever way CUDA tensors go (ADR 0041): the sender's
         # tensor unchanged by a node writing into its input; views at an offset and
-        # transposed ones arrive equal; an output outlives the worker that made it.
+        # transposed ones arrive equal; an empty one stays on the card; an output outlives
+        # the worker that made it.
         x = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
         before = x.clone()
         w.call("bench_targets:add_one_in_place", x)
@@ -333,6 +334,8 @@ def airlock_section(res: dict) -> None:
         m = torch.arange(1 << 20, dtype=torch.float16, device="cuda").view(1024, 1024).t()
         y = w.call("bench_targets:echo", m)
         checks["transposed_equal"] = bool(torch.equal(y, m)) and y.device.type == "cuda"
+        y = w.call("bench_targets:echo", torch.empty(0, 3, device="cuda"))
+        checks["empty_stays_on_the_card"] = y.device.type == "cuda" and tuple(y.shape) == (0, 3)
         kept = w.call("bench_targets:times_one", x)
         w.close()
         checks["output_outlives_worker"] = bool(torch.equal(kept, x))

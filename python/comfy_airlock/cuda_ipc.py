@@ -59,33 +59,31 @@ def _index(torch: Any, uuid: str) -> int:
 def share(torch: Any, t: Any) -> tuple | None:
     """The payload by which the peer opens ``t``'s memory, or None when it goes through host
     memory instead (not on a CUDA device, switched off, or torch cannot export it)."""
-    if t.device.type != "cuda" or not settings.get().cuda_ipc:
-        return None
+    if t.device.type != "cuda" or t.numel() == 0 or not settings.get().cuda_ipc:
+        return None  # an empty tensor has no memory to open: it crosses as its shape
     try:
         from torch.multiprocessing.reductions import reduce_tensor
 
         _rebuild, args = reduce_tensor(t.detach())
+        index, handle, nbytes, storage_offset = args[6:10]
+        ref_handle, ref_offset, event_handle, event_sync = args[11:15]
+        return (
+            str(t.dtype).removeprefix("torch."),
+            tuple(t.shape),
+            tuple(t.stride()),
+            int(t.storage_offset()),
+            _uuid(torch, int(index)),
+            bytes(handle),
+            int(nbytes),
+            int(storage_offset),
+            bytes(ref_handle),
+            int(ref_offset),
+            None if event_handle is None else bytes(event_handle),
+            bool(event_sync),
+        )
     except Exception as e:  # an allocator or a platform without CUDA IPC
         log.debug("a CUDA tensor goes through host memory: %s", e)
         return None
-    (_cls, size, stride, offset, _storage_cls, dtype, index, handle, nbytes, storage_offset) = args[
-        :10
-    ]
-    ref_handle, ref_offset, event_handle, event_sync = args[11:15]
-    return (
-        str(dtype).removeprefix("torch."),
-        tuple(size),
-        tuple(stride),
-        int(offset),
-        _uuid(torch, int(index)),
-        bytes(handle),
-        int(nbytes),
-        int(storage_offset),
-        bytes(ref_handle),
-        int(ref_offset),
-        None if event_handle is None else bytes(event_handle),
-        bool(event_sync),
-    )
 
 
 def receive(payload: Any) -> Any:

@@ -457,7 +457,10 @@ def decode_tensor(lane, kind, dtype, shape, strides, region, device):
             raise TypeError(f"received a tensor, but {why}")
     if region is None:
         if torch is not None:
-            return torch.empty(shape, dtype=getattr(torch, dtype))
+            out = torch.empty(shape, dtype=getattr(torch, dtype))
+            if device != "cpu" and _device_available(torch, device):
+                out = out.to(device)  # an empty tensor arrives where it was sent from
+            return out
         return np.empty(shape, dtype=_numpy_dtype(np, dtype, find))
     try:
         buf = _region_buffer(lane, region)

@@ -28,27 +28,25 @@ import logging
 import sys
 from typing import Any
 
-from comfy_airlock import settings
+from comfy_airlock import device, settings
 
 log = logging.getLogger("comfy_airlock")
 
 #: The codec name the payload crosses under (an ext value, like a registered codec's).
 CODEC = "airlock.cuda_ipc"
 
-_UUIDS: dict[int, str] = {}  # device index -> NVML-spelled UUID, this process's numbering
+_UUIDS: dict[int, str | None] = {}  # device index -> its UUID, in this process's numbering
 
 
-def _uuid(torch: Any, index: int) -> str:
-    uuid = _UUIDS.get(index)
-    if uuid is None:
-        raw = str(torch.cuda.get_device_properties(index).uuid)
-        uuid = _UUIDS[index] = raw if raw.startswith(("GPU-", "MIG-")) else f"GPU-{raw}"
-    return uuid
+def _uuid(index: int) -> str | None:
+    if index not in _UUIDS:
+        _UUIDS[index] = device.cuda_uuid(index)
+    return _UUIDS[index]
 
 
 def _index(torch: Any, uuid: str) -> int:
     for index in range(torch.cuda.device_count()):
-        if _uuid(torch, index) == uuid:
+        if _uuid(index) == uuid:
             return index
     raise RuntimeError(
         f"received a CUDA tensor on the card {uuid}, which this process does not see "
@@ -72,7 +70,7 @@ def share(torch: Any, t: Any) -> tuple | None:
             tuple(t.shape),
             tuple(t.stride()),
             int(t.storage_offset()),
-            _uuid(torch, int(index)),
+            _uuid(int(index)),
             bytes(handle),
             int(nbytes),
             int(storage_offset),

@@ -354,13 +354,13 @@ def _encode_torch(lane, torch, t):
         raise TypeError(f"tensors with layout {t.layout} cannot cross the boundary")
     device = t.device
     on_cpu = device.type == "cpu"
-    # A device tensor is copied straight into the region below (one copy to the host, not a
-    # copy to fresh host memory and a second into the region); the peer copies it back.
     device = "cpu" if on_cpu else str(device)
     if not on_cpu:
         payload = cuda_ipc.share(torch, t)
         if payload is not None:  # opened and copied on the card by the peer (ADR 0041)
             return ("x", cuda_ipc.CODEC, payload)
+        # Else through host memory: copied from the card straight into the region below (not
+        # into fresh host memory first), and by the peer from there onto its card.
     dtype = str(t.dtype).removeprefix("torch.")
     if dtype not in _TORCH_NAMES:
         raise TypeError(f"tensors of dtype {t.dtype} cannot cross the boundary")

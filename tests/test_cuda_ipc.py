@@ -31,3 +31,13 @@ def test_a_card_this_process_does_not_see_is_named():
         pytest.skip("this machine has that card")
     with pytest.raises(RuntimeError, match=f"on the card {uuid}, which this process does not"):
         values.decode_ext(cuda_ipc.CODEC, _payload(uuid))
+
+
+@pytest.mark.parametrize("register", ["by_type", "by_class_name"])
+def test_a_pack_codec_cannot_take_the_name_cuda_tensors_cross_under(register):
+    # Else the receiver would open a pack's value as a CUDA tensor.
+    with pytest.raises(ValueError, match=r"'airlock\.cuda_ipc' is reserved"):
+        if register == "by_type":
+            values.register_codec(cuda_ipc.CODEC, complex, str, complex)
+        else:
+            values.register_codec_by_class_name(cuda_ipc.CODEC, "Thing", str, str)

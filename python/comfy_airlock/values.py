@@ -55,14 +55,22 @@ _BY_NAME: dict[str, Codec] = {}
 _BY_CLASS_NAME: dict[str, tuple[str, Callable[[Any], Any], Callable[[Any], Any]]] = {}
 
 
+#: Names of values comfy-airlock itself sends as ext values: a pack's codec may not take one.
+RESERVED = (pickling.CODEC, cuda_ipc.CODEC)
+
+
+def _check_name(name: str) -> None:
+    if name in RESERVED:
+        raise ValueError(f"codec name {name!r} is reserved")
+
+
 def register_codec(
     name: str, type_: type, encode: Callable[[Any], Any], decode: Callable[[Any], Any]
 ) -> Codec:
     """Registers a codec for exactly ``type_`` (not subclasses). ``encode(obj)`` returns any
     value that can cross (builtins, tensors, other codecs' types); ``decode(value)`` rebuilds
     the object on the other side, where a codec of the same ``name`` must be registered."""
-    if name == pickling.CODEC:
-        raise ValueError(f"codec name {name!r} is reserved")
+    _check_name(name)
     codec = Codec(name, type_, encode, decode)
     _BY_TYPE[type_] = codec
     _BY_NAME[name] = codec
@@ -74,6 +82,7 @@ def register_codec_by_class_name(
 ) -> None:
     """A codec for any class named ``class_name`` or deriving from one (comfy-env's
     ``register_serializer``); exact-type codecs are looked up first."""
+    _check_name(name)
     _BY_CLASS_NAME[class_name] = (name, encode, decode)
     _BY_NAME[name] = Codec(name, object, encode, decode)
 

@@ -20,8 +20,9 @@ upstream's list):
    ``free_memory`` evicts the worker's networks as far as its need (1.1 x weights + 0.8 GiB +
    the reserve) says;
 5. the pack runs its second network again, as loaded once: the worker asks the host for room
-   for what upstream evicted of it, upstream frees it from ComfyUI's model, and the network
-   is whole on the card again;
+   for what upstream evicted of it, the host makes it (on the H200, from the other network,
+   the idle stand-in, before ComfyUI's model: docs/memory.md), and the network is whole on
+   the card again;
 6. ``free_memory`` asked for everything (``unload_all_models``): the worker keeps its floor.
 
 The host's model is patcher-shaped (the surface upstream calls: ``partially_load``,

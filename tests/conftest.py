@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import signal
 import stat
@@ -23,6 +24,32 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 ROOT = Path(__file__).resolve().parent.parent
 HELPERS = Path(__file__).resolve().parent / "helpers"
 sys.path.insert(0, str(HELPERS))
+
+from faults import chaos  # noqa: E402  (after the path it may need)
+
+# One seed for every process of a distributed run (pytest-xdist starts them after this runs,
+# with this environment), so the summary's seed is the one each fault test drew from.
+os.environ.setdefault("AIRLOCK_FAULT_SEED", str(chaos.SEED))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist: a test process ended; its fault records join this process's summary."""
+    runs = getattr(node, "workeroutput", {}).get("fault_runs")
+    if runs:
+        chaos.add_records(json.loads(runs))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if hasattr(terminalreporter.config, "workeroutput") or not chaos.records():
+        return
+    terminalreporter.section("fault injection")
+    for line in chaos.summary_lines():
+        terminalreporter.write_line(line)
+    out = os.environ.get("AIRLOCK_FAULT_REPORT")
+    if out:
+        Path(out).write_text(json.dumps(chaos.summary_json(), indent=2) + "\n")
+
 
 # Worker interpreters made by scripts/bootstrap.sh: another Python with numpy 1 and no torch,
 # and another Python with an older torch than the host's.

@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("aiohttp")
 from aiohttp import web
 
+from comfy_airlock import values
 from comfy_airlock.host import routes as host_routes
 from comfy_airlock.host import server_bridge
 from comfy_airlock.worker import routes as worker_routes
@@ -118,6 +119,11 @@ def test_big_bodies_cross_as_arrays():
 
 
 def test_a_request_the_host_gave_up_on_is_not_run(shim, monkeypatch):
+    # Importing the worker's ComfyUI side registers the worker's codecs (a pack's kept values
+    # resolve to the objects a worker holds): in this process, the host of later tests, they
+    # would stand in for the host's own. The registries are put back when the test ends.
+    for registry in ("_BY_TYPE", "_BY_NAME", "_BY_CLASS_NAME"):
+        monkeypatch.setattr(values, registry, dict(getattr(values, registry)))
     from comfy_airlock.worker import comfy  # its import installs the stand-in once more
 
     ran = []

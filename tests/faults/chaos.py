@@ -152,44 +152,56 @@ class FaultRun:
         )
 
 
+def records() -> list[dict[str, Any]]:
+    """This process's runs, and those sent by the other test processes (``add_records``)."""
+    own = [
+        {
+            "fault": r.fault,
+            "iterations": r.iterations,
+            "failures": len(r.failures),
+            "leaks": len(r.leaks),
+            "seconds": round(r.seconds, 2),
+            "outcomes": dict(r.outcomes),
+        }
+        for r in RUNS
+    ]
+    return own + RECEIVED
+
+
+# Runs recorded by the other processes of a distributed run (pytest-xdist): each sends its
+# records when its session ends, and the process that prints the summary adds them here.
+RECEIVED: list[dict[str, Any]] = []
+
+
+def add_records(runs: list[dict[str, Any]]) -> None:
+    RECEIVED.extend(runs)
+
+
 def summary_lines() -> list[str]:
+    runs = records()
     rows = [
         (
-            r.fault,
-            str(r.iterations),
-            str(len(r.failures)),
-            str(len(r.leaks)),
-            f"{r.seconds:.1f}",
-            ", ".join(f"{k} {v}" for k, v in sorted(r.outcomes.items())),
+            r["fault"],
+            str(r["iterations"]),
+            str(r["failures"]),
+            str(r["leaks"]),
+            f"{r['seconds']:.1f}",
+            ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items())),
         )
-        for r in RUNS
+        for r in runs
     ]
     head = ("fault", "iterations", "failures", "leaks", "seconds", "outcomes")
     widths = [max(len(x[i]) for x in [head, *rows]) for i in range(5)]
     fmt = " | ".join(f"{{:{w}}}" for w in widths) + " | {}"
     lines = [f"fault suite: seed {SEED}, scale {SCALE}", fmt.format(*head)]
     lines += [fmt.format(*r) for r in rows]
-    total = sum(r.iterations for r in RUNS)
     lines.append(
-        f"total: {total} iterations, {sum(len(r.failures) for r in RUNS)} failures, "
-        f"{sum(len(r.leaks) for r in RUNS)} leaks, {sum(r.seconds for r in RUNS):.1f} s"
+        f"total: {sum(r['iterations'] for r in runs)} iterations, "
+        f"{sum(r['failures'] for r in runs)} failures, {sum(r['leaks'] for r in runs)} leaks, "
+        f"{sum(r['seconds'] for r in runs):.1f} s"
     )
     return lines
 
 
 def summary_json() -> dict[str, Any]:
-    return {
-        "seed": SEED,
-        "scale": SCALE,
-        "runs": [
-            {
-                "fault": r.fault,
-                "iterations": r.iterations,
-                "failures": len(r.failures),
-                "leaks": len(r.leaks),
-                "seconds": round(r.seconds, 2),
-                "outcomes": dict(r.outcomes),
-            }
-            for r in RUNS
-        ],
-    }
+    return {"seed": SEED, "scale": SCALE, "runs": records()}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 import sys
 from pathlib import Path
@@ -68,12 +67,9 @@ def spawn(leaks):
         w.close(grace=2.0)
 
 
-def pytest_terminal_summary(terminalreporter):
-    if not chaos.RUNS:
-        return
-    terminalreporter.section("fault injection")
-    for line in chaos.summary_lines():
-        terminalreporter.write_line(line)
-    out = os.environ.get("AIRLOCK_FAULT_REPORT")
-    if out:
-        Path(out).write_text(json.dumps(chaos.summary_json(), indent=2) + "\n")
+def pytest_sessionfinish(session):
+    # A process of a distributed run (pytest-xdist) sends its records to the one that prints
+    # the summary (tests/conftest.py).
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["fault_runs"] = json.dumps(chaos.summary_json()["runs"])

@@ -40,6 +40,25 @@ def pytest_testnodedown(node, error):
         chaos.add_records(json.loads(runs))
 
 
+@pytest.fixture(autouse=True)
+def _codecs_left_as_found():
+    """Every test leaves this process's codecs as it found them (ADR 0043). A test process runs
+    test files in an order that changes from run to run, so a codec one test replaced (a
+    worker's side imported into this process, which is the host of later tests) would make
+    another test fail, a different one each run; this names the test that replaced it.
+    Adding a codec is fine (a module that registers its own on import, imported once)."""
+    from comfy_airlock import values
+
+    before = {n: c.decode for n, c in values._BY_NAME.items()}
+    yield
+    after = {n: c.decode for n, c in values._BY_NAME.items()}
+    changed = sorted(n for n, d in before.items() if n not in after or after[n] != d)
+    assert not changed, (
+        f"the test replaced or removed codecs of the pytest process: {changed} "
+        "(put them back when it ends: monkeypatch)"
+    )
+
+
 def pytest_terminal_summary(terminalreporter):
     if hasattr(terminalreporter.config, "workeroutput") or not chaos.records():
         return

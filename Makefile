@@ -56,9 +56,9 @@ lint: setup
 # Lint first (fails fast, before the release build), then build, Rust tests, Python tests
 # (the 15 slowest listed at the end: `make test` should stay under 30 minutes). The Python
 # tests run in PYTEST_JOBS processes (pytest-xdist; a test file stays in one, so its module
-# fixtures run once; ADR 0043): in one process the suite kept one of two cores busy (29.5 min on two
-# cores; 17.6 min in two processes). PYTEST_JOBS=0 runs it in this process, in order, and is
-# the default on a one-core machine.
+# fixtures run once; ADR 0043): in one process the suite kept one of two cores busy (29.5 min
+# on two cores; 17.6 min in two processes). PYTEST_JOBS=0 runs it in this process, in order,
+# and is the default on a one-core machine.
 PYTEST_JOBS ?= $(shell [ "$$(nproc 2>/dev/null || echo 1)" -ge 2 ] && echo 2 || echo 0)
 test: lint build
 	cargo test --workspace

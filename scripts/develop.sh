@@ -10,8 +10,9 @@
 #   - the wheel is installed with uv (dist-info, the `airlock` console script);
 #   - its copy of the package is replaced by a .pth naming python/, so edits to python/ take
 #     effect without a rebuild;
-#   - its `_native.abi3.so` is put into python/comfy_airlock/ by rename (a new inode: a running
-#     worker that has the old file mapped keeps it).
+#   - its `_native.abi3.so` and `libairlock_born.so` (the workers' preload library, ADR 0044)
+#     are put into python/comfy_airlock/ by rename (a new inode: a running worker that has the
+#     old file mapped keeps it).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,7 +26,8 @@ site="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 stamp="$site/comfy_airlock.develop-stamp"
 sum="$(sha256sum "$wheel" | cut -d' ' -f1)"
 
-if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$sum" || ! -f "$PKG/_native.abi3.so" ]]; then
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$sum" || ! -f "$PKG/_native.abi3.so" ||
+    ! -f "$PKG/libairlock_born.so" ]]; then
     "$VENV/bin/uv" pip install -q --python "$PY" --no-deps --reinstall "$wheel"
     rm -rf "$site/comfy_airlock"
     printf '%s\n' "$ROOT/python" >"$site/comfy_airlock.pth"
@@ -34,10 +36,13 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$sum" || ! -f "$PKG/_native.abi3.so
     "$PY" - "$wheel" "$tmp" <<'EOF'
 import sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z:
-    z.extract("comfy_airlock/_native.abi3.so", sys.argv[2])
+    for name in ("_native.abi3.so", "libairlock_born.so"):
+        z.extract(f"comfy_airlock/{name}", sys.argv[2])
 EOF
-    chmod 755 "$tmp/comfy_airlock/_native.abi3.so"
-    mv -f "$tmp/comfy_airlock/_native.abi3.so" "$PKG/_native.abi3.so"
+    for name in _native.abi3.so libairlock_born.so; do
+        chmod 755 "$tmp/comfy_airlock/$name"
+        mv -f "$tmp/comfy_airlock/$name" "$PKG/$name"
+    done
     printf '%s\n' "$sum" >"$stamp"
     echo "[develop] $(basename "$wheel") installed editable into $VENV" >&2
 fi

@@ -38,6 +38,13 @@ fi
 mkdir -p "$OUT"
 rm -f "$OUT"/comfy_airlock-*.whl "$OUT"/.wheel-*
 start=$SECONDS
+# The worker's preload library (ADR 0044), beside the extension in the package: C, linked by
+# the same zig against the same glibc 2.28 (preload/born.c says why not Rust). Put in place by
+# rename, as develop.sh does the extension: a running worker keeps the file it mapped.
+born="$ROOT/python/comfy_airlock/libairlock_born.so"
+"$VENV/bin/python" -m ziglang cc -target x86_64-linux-gnu.2.28 -shared -fPIC -O2 -Wall \
+    -Werror -o "$born.tmp" "$ROOT/crates/airlock-py/preload/born.c"
+mv -f "$born.tmp" "$born"
 # maturin finds zig as `python -m ziglang` of the Python on PATH: the venv's.
 PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV" CARGO_TARGET_DIR="$ROOT/target/wheel" \
     "$VENV/bin/maturin" build --release --zig --compatibility manylinux_2_28 \

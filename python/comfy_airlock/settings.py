@@ -278,6 +278,17 @@ class Settings:
         side="worker",
         shown="`on`",
     )
+    born_budget: int = knob(
+        "AIRLOCK_BORN_MIB",
+        _mib,
+        1024 * MIB,
+        "MiB of a worker's own blocks (torch's CPU tensors of 256 KiB or more made while a node "
+        "runs) that may live in its shared memory at once, so that its outputs are sent "
+        "without a copy (Linux; ADR 0044); past it they come from the heap and are copied; "
+        "`0` or `off`: none (the worker starts without `libairlock_born.so` preloaded)",
+        side="sides",
+        shown="`1024`",
+    )
     cuda_ipc: bool = knob(
         "AIRLOCK_CUDA_IPC",
         _switch(on_unless=("off", "0", "false", "no")),
@@ -344,6 +355,14 @@ class Settings:
         _text,
         None,
         "the socket a worker connects to (set by the core's spawn)",
+        side="internal",
+    )
+    worker_ld_preload: str | None = knob(
+        "AIRLOCK_WORKER_LD_PRELOAD",
+        _text,
+        None,
+        "the `LD_PRELOAD` a worker gives back to its environment once started (the host puts "
+        "`libairlock_born.so` in front of it)",
         side="internal",
     )
     preload: tuple[str, ...] = knob(

@@ -9,7 +9,15 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from comfy_airlock import _native, heap_policy, idle_trim, pickling, settings, thread_policy
+from comfy_airlock import (
+    _native,
+    born_policy,
+    heap_policy,
+    idle_trim,
+    pickling,
+    settings,
+    thread_policy,
+)
 from comfy_airlock._runtime import runtime_dir
 from comfy_airlock.worker_env import INHERIT_ENV, InheritEnv, worker_env
 
@@ -91,6 +99,7 @@ class Worker:
             environ.pop(k, None)
         thread_policy.apply(environ)
         heap_policy.apply(environ)
+        born_policy.apply(environ)
         path = [runtime_dir(), *(os.fspath(p) for p in sys_path)]
         environ["PYTHONPATH"] = os.pathsep.join(path)
         environ["PYTHONUNBUFFERED"] = "1"

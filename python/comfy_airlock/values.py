@@ -149,6 +149,7 @@ _warned_raw: set[str] = set()
 
 
 _HOST = 0  # ``lane.side`` of the host (the core's ``Side::Host``)
+_WORKER = 1
 
 
 def _optional(name: str):
@@ -395,6 +396,11 @@ def _encode_torch(lane, torch, t):
         # counter: the write watch alone decides for them.
         version = 0 if t.is_inference() else t._version
         region = kept.region_for(lane, src, t.data_ptr(), nbytes, version)
+        if region is not None:
+            return ("t", "torch", dtype, shape, strides, region, device)
+    if on_cpu and dense and lane.side == _WORKER and t.storage_offset() == 0:
+        # Written by the node's kernel straight into our pool (ADR 0044): sent as it is.
+        region = lane.born(t.data_ptr(), nbytes)
         if region is not None:
             return ("t", "torch", dtype, shape, strides, region, device)
     region = lane.alloc(nbytes)

@@ -127,6 +127,13 @@ impl Lane {
             .map_err(|e| ProtocolError::new_err(e.to_string()))
     }
 
+    /// The region of a block this worker's node wrote straight into our pool (a birth, ADR
+    /// 0044) that starts at `addr` and holds `nbytes`, with one more hold for the peer; None
+    /// for any other address (the caller copies it).
+    fn born(&self, addr: usize, nbytes: u64) -> Option<(u8, u32, u64, u64)> {
+        crate::born::send(&self.inner, addr, nbytes).map(|r| region_tuple(&r))
+    }
+
     /// Our last view of a peer region is gone. Safe from finalizers on any thread.
     fn release(&self, side: u8, segment: u32, offset: u64, len: u64) -> PyResult<()> {
         self.inner.release(region(side, segment, offset, len)?);

@@ -58,8 +58,11 @@ impl<'py> Runner for PyRunner<'_, 'py> {
     fn invoke(&mut self, f: &Bound<'py, PyAny>, (args, kwargs): Self::Args) -> PyResult<Value> {
         let args = args.cast_into::<PyTuple>()?;
         let kwargs = kwargs.cast_into::<PyDict>()?;
-        let result = f.call(args, Some(&kwargs))?;
-        encode_plain(self.lane, &result)
+        // The node's own large blocks are born in the pool while it runs (ADR 0044).
+        crate::born::arm(true);
+        let result = f.call(args, Some(&kwargs));
+        crate::born::arm(false);
+        encode_plain(self.lane, &result?)
     }
 
     fn describe(&mut self, err: PyErr) -> PyResult<RemoteException> {

@@ -223,6 +223,12 @@ impl WorkerLink {
         Ok(answer)
     }
 
+    /// Lets the nodes' outputs be born in the call lane's pool (ADR 0044): blocks of at least
+    /// `min_bytes`, up to `budget` live bytes. False if `libairlock_born.so` is not preloaded.
+    fn enable_births(&self, min_bytes: u64, budget: u64) -> bool {
+        crate::born::enable(self.lane.clone(), min_bytes, budget)
+    }
+
     /// Runs calls until the host says stop or goes away: the worker's main loop, run by the
     /// supervisor (`airlock_supervisor::serve`). `resolve(target)` returns the callable for
     /// `"module:qualname"` (once per target); `describe(exc, tb)` returns `(module, qualname,
@@ -325,4 +331,21 @@ impl ModelHandler for PyModelHandler {
         // Not about a model: the handler's model argument is 0, as it always was.
         self.call(0, Command::Set(setting))
     }
+}
+
+/// The births of this worker so far (ADR 0044), or None when they are off: `births`, `sent`
+/// (sent as a reference), `refused` (past the budget or refused by the pool), `live_blocks`,
+/// `live_bytes`.
+#[pyfunction]
+pub fn born_stats(py: Python<'_>) -> PyResult<Option<Bound<'_, pyo3::types::PyDict>>> {
+    let Some(s) = crate::born::stats() else {
+        return Ok(None);
+    };
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("births", s.births)?;
+    d.set_item("sent", s.sent)?;
+    d.set_item("refused", s.refused)?;
+    d.set_item("live_blocks", s.live_blocks)?;
+    d.set_item("live_bytes", s.live_bytes)?;
+    Ok(Some(d))
 }

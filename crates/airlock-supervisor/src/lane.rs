@@ -21,6 +21,17 @@ pub struct LaneStats {
     pub peer_segments: usize,
 }
 
+/// A block of our pool leased by [`CallLane::alloc_born`].
+#[derive(Debug, Clone, Copy)]
+pub struct Birth {
+    pub region: Region,
+    /// Our address of the region.
+    pub ptr: *mut u8,
+    /// Our mapping of the region's segment: `[start, start + len)`.
+    pub segment_start: *mut u8,
+    pub segment_len: u64,
+}
+
 /// Calls, replies and everything about tensors that must stay in order with them.
 pub struct CallLane {
     framed: Framed,
@@ -153,6 +164,14 @@ impl CallLane {
         // Releases that arrived behind the last reply may free the very region we want.
         self.framed.absorb_ready(|m, fds| self.absorb(m, fds))?;
         self.shm().alloc(len, frozen)
+    }
+
+    /// Leases `len` bytes of our pool for a block a node's kernel writes itself (a birth, ADR
+    /// 0044): the region, our address of it, and the address range of its segment. Called from
+    /// inside the worker's allocator, so it reads nothing from the socket (unlike
+    /// [`CallLane::alloc`]); the lease's one hold is the worker's own until it sends the region.
+    pub fn alloc_born(&self, len: u64) -> Result<Birth, LaneError> {
+        self.shm().alloc_born(len)
     }
 
     /// Copies `len` bytes from `src` into a region we leased and have not yet sent. The lock

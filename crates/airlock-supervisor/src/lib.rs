@@ -49,7 +49,7 @@ pub use control::{CommandResult, ControlState, ModelHandler};
 pub use error::{LaneError, SpawnError, WorkerDied};
 pub use escalation::{Escalation, InterruptPolicy, Step};
 pub use exit::ExitDescription;
-pub use lane::{CallLane, ControlLane, LaneStats};
+pub use lane::{Birth, CallLane, ControlLane, LaneStats};
 pub use liveness::Liveness;
 pub use output::{OutputSink, Stream};
 pub use process::WorkerProcess;

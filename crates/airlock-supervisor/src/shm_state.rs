@@ -78,6 +78,24 @@ impl ShmState {
         })
     }
 
+    /// [`ShmState::alloc`] of a block a node writes itself (see [`crate::CallLane::alloc_born`]).
+    pub fn alloc_born(&mut self, len: u64) -> Result<crate::lane::Birth, LaneError> {
+        let region = self.alloc(len, false)?;
+        let ptr = self.region_ptr(region, len)?;
+        let segment = self
+            .pool
+            .segment(region.segment)
+            .ok_or_else(|| LaneError::Protocol(format!("segment {} vanished", region.segment)))?;
+        // SAFETY: the region lies inside its segment's mapping, at `offset`.
+        let segment_start = unsafe { ptr.sub(region.offset as usize) };
+        Ok(crate::lane::Birth {
+            region,
+            ptr,
+            segment_start,
+            segment_len: segment.len(),
+        })
+    }
+
     /// Gives back an allocation that was never sent (encoding failed half way).
     pub fn unalloc(&mut self, region: Region) {
         if region.side == self.side {

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from comfy_airlock import _native, idle_trim, settings
+from comfy_airlock import _native, born_policy, idle_trim, settings
 from comfy_airlock import pickling as _pickling
 from comfy_airlock import sandbox as _sandbox
 from comfy_airlock import values as _values  # noqa: F401  (installs the codec hooks)
@@ -144,11 +144,13 @@ def serve(worker_link: Any) -> None:
     models.install(worker_link)
     interrupts.install(worker_link)
     idle_trim.register(worker_link, worker=True, tick=models.refresh)
+    born_policy.enable(worker_link)
     worker_link.serve(_resolve, _describe)
 
 
 def main() -> None:
     _mark("imported")
+    born_policy.restore()
     token = sys.stdin.readline().strip()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)

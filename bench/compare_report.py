@@ -88,19 +88,6 @@ def _row(res, key):
     return next((r for r in res["rows"] if r["key"] == key), None)
 
 
-def _two_copy_bound(res, n: int) -> float | None:
-    """(x * 1 + two copies) / (x * 1 + one copy) at ``n``, from the fresh row's floor and the
-    echo row's (two pre-faulted memcpys), both measured in this run; None without them."""
-    fresh, echo = _row(res, f"fresh_{n}"), _row(res, f"echo_{n}")
-    if not fresh or not echo:
-        return None
-    one = fresh["stats"].get("floor", {}).get("p50")
-    two = echo["stats"].get("floor", {}).get("p50")
-    if not one or not two:
-        return None
-    return (one + two / 2) / one
-
-
 def targets(res) -> list[dict]:
     out = []
 
@@ -135,16 +122,6 @@ def targets(res) -> list[dict]:
         v = ratio(f"fresh_{n}", "to_floor")
         if v is not None:
             add(f"fresh output {name} <= 1.5x (x * 1 + one copy)", v, 1.5, v <= 1.5)
-        bound = _two_copy_bound(res, n)
-        if bound is not None:
-            add(
-                f"fresh output {name}: x * 1 + two copies over the floor (no verdict)",
-                bound,
-                1.5,
-                None,
-                note="a fresh input must be copied into shared memory and the fresh output "
-                "out of the worker's heap: the least any crossing pays, from this run's floors",
-            )
         v = ratio(f"fresh_{n}", "best_peer_over_this")
         if v is not None:
             add(f"fresh output {name} >= 3x faster than best peer", v, 3.0, v >= 3.0)

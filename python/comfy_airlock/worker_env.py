@@ -45,7 +45,9 @@ passed                                      why
 Whatever environment a worker gets (this one, or the host's whole with ``INHERIT_ENV``), the
 supervisor then adds two defaults unless it already says otherwise: how idle OpenMP threads
 wait (``thread_policy.py``) and, on Linux, how much freed memory glibc's heap keeps
-(``heap_policy.py``).
+(``heap_policy.py``); and, on Linux, puts comfy-airlock's own ``libairlock_born.so`` in front
+of the worker's ``LD_PRELOAD``, which the worker takes out again as it starts
+(``born_policy.py``, ADR 0044).
 
 Even through a prefix, a name that looks like a secret (containing ``TOKEN``, ``SECRET``,
 ``PASSWORD``, ``PASSWD``, ``API_KEY``, ``CREDENTIAL`` or ``PRIVATE_KEY``) is not passed. The

@@ -85,8 +85,7 @@ static int in_range(void *p) {
     return 0;
 }
 
-/* Whether `p` may be born and this thread may ask the core: the hooks are in, we are not a
- * forked child, and not inside a hook already. */
+/* Whether `p` lies in a range that holds (or held) born blocks: only then is the core asked. */
 static int may_be_born(void *p) {
     return p && atomic_load_explicit(&ranges, memory_order_relaxed) && in_range(p);
 }

@@ -254,6 +254,31 @@ def test_worker_sees_the_hosts_flags_and_folders(server):
     assert text == f"cpu=True device=cpu output={server.output_dir}"
 
 
+def test_an_isolated_image_nodes_output_is_sent_without_a_copy(server):
+    """The worker's IMAGE output is born in its shared memory (ADR 0044) and sent as a
+    reference: each run of the filter adds one to the worker's sent-as-born count."""
+
+    def run(factor: float) -> tuple[int, int]:
+        prompt = {
+            "1": {
+                "class_type": "EmptyImage",
+                "inputs": {"width": 512, "height": 512, "batch_size": 1, "color": 0xFF8000},
+            },
+            "2": {"class_type": "E2EScale", "inputs": {"image": ["1", 0], "factor": factor}},
+            "3": {"class_type": "E2EBornStats", "inputs": {"image": ["2", 0]}},
+            "4": {"class_type": "E2EReport", "inputs": {"text": ["3", 0]}},
+        }
+        text = report_texts(server.run(prompt, timeout=120), "4")[0]
+        assert text != "off", "the pack's worker started without libairlock_born.so"
+        fields = dict(part.split("=") for part in text.split())
+        return int(fields["sent"]), int(fields["refused"])
+
+    sent, refused = run(0.3125)
+    assert sent >= 1
+    again, refused_again = run(0.1875)  # a new factor: ComfyUI runs the filter again
+    assert (again, refused_again) == (sent + 1, refused)
+
+
 def test_latent_and_conditioning_cross_both_ways(server):
     prompt = {
         "e": {

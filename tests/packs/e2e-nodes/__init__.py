@@ -181,6 +181,29 @@ class E2EComfyState:
         return (f"cpu={args.cpu} device={device} output={folder_paths.get_output_directory()}",)
 
 
+class E2EBornStats:
+    """How many of this worker's outputs were sent born in shared memory so far (ADR 0044): a
+    probe for the tests, as E2EComfyState is; a real pack never asks."""
+
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "stats"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    @classmethod
+    def IS_CHANGED(cls, image):
+        return float("nan")  # always re-run
+
+    def stats(self, image):
+        from comfy_airlock import _native
+
+        s = _native.born_stats()
+        return ("off" if s is None else f"sent={s['sent']} refused={s['refused']}",)
+
+
 class E2ELatentShift:
     """LATENT dicts cross both ways (with their extra keys)."""
 
@@ -268,6 +291,7 @@ NODE_CLASS_MAPPINGS = {
     "E2EProgress": E2EProgress,
     "E2EState": E2EState,
     "E2EComfyState": E2EComfyState,
+    "E2EBornStats": E2EBornStats,
     "E2ELatentShift": E2ELatentShift,
     "E2ELatentInfo": E2ELatentInfo,
     "E2EConditioning": E2EConditioning,

@@ -3,17 +3,18 @@ in shared memory (ADR 0044).
 
 A worker copies each fresh output into its pool once, after the node made it in its private
 heap: at 1 MiB that copy and the faults of fresh heap pages are most of a call. With the
-library preloaded, torch's CPU blocks of at least :data:`MIN_BYTES` that a node makes while it
-runs are leased from the pool instead (``crates/airlock-py/preload/born.c``,
-``crates/airlock-py/src/born.rs``), and an output is sent as a reference to the region its
-kernel wrote. The host puts the library first in the worker's ``LD_PRELOAD`` and keeps what
-was there (a pack's ``[env_vars]``, or the user's own with ``INHERIT_ENV``) in a variable
-of its own (``settings.ENV["worker_ld_preload"]``); the worker puts that back into its environment as soon as it
-starts (:func:`restore`), so no process the pack starts inherits the library.
+library preloaded, torch's CPU blocks of at least :data:`MIN_BYTES` made on the thread running
+a call (a node, or the pack's import, which runs inside a call) are leased from the pool
+instead (``crates/airlock-py/preload/born.c``, ``crates/airlock-py/src/born.rs``), and an
+output is sent as a reference to the region its kernel wrote. The host puts the library first
+in the worker's ``LD_PRELOAD`` and keeps what was there (a pack's ``[env_vars]``, or the
+user's own with ``INHERIT_ENV``) in a variable of its own (``settings.ENV["worker_ld_preload"]``);
+the worker puts that back into its environment as soon as it starts (:func:`restore`), so no
+process the pack starts inherits the library.
 
 Linux only, and only where the wheel carries the library; a budget of 0 (the ``born_budget``
-setting) turns it off (a pack's ``[env_vars]`` may say so for its worker alone). The Windows product never
-takes this path: its outputs are copied once.
+setting) turns it off (a pack's ``[env_vars]`` may say so for its worker alone). The Windows
+product never takes this path: its outputs are copied once.
 """
 
 from __future__ import annotations

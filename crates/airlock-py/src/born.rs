@@ -1,8 +1,8 @@
 //! Outputs born in shared memory (ADR 0044): the worker's side of `libairlock_born.so`.
 //!
 //! The preload library (`preload/born.c`) stands in front of `posix_memalign` and `free` in a
-//! worker. While a node runs, its thread is armed, and a block of at least the threshold that
-//! torch asks for there is leased from the call lane's pool by [`birth`]: the node's kernel
+//! worker. While a call runs (a node, or the pack's import inside one), its thread is armed,
+//! and a block of at least the threshold that torch asks for there is leased from the call lane's pool by [`birth`]: the node's kernel
 //! writes its output straight into shared memory, and [`Lane::born`](crate::lane::Lane) sends
 //! that region with one more hold instead of copying it. `free` of a born block drops the
 //! worker's hold ([`death`]); the host's release drops the other, and the region is free once
@@ -26,7 +26,8 @@ use airlock_wire::Region;
 
 type BirthHook = extern "C" fn(usize, usize) -> *mut c_void;
 type DeathHook = extern "C" fn(*mut c_void) -> usize;
-type Install = unsafe extern "C" fn(BirthHook, DeathHook, DeathHook, usize) -> c_int;
+type LengthHook = extern "C" fn(*mut c_void) -> usize;
+type Install = unsafe extern "C" fn(BirthHook, DeathHook, LengthHook, usize) -> c_int;
 type Arm = unsafe extern "C" fn(c_int);
 type SetRange = unsafe extern "C" fn(c_int, usize, usize) -> c_int;
 type Ranges = unsafe extern "C" fn() -> c_int;
@@ -83,13 +84,12 @@ struct Slot {
     live: u32,
 }
 
-/// Counters for tests and `airlock status`.
+/// Counters for the tests (`_native.born_stats()`, read in the worker).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BornStats {
     pub births: u64,
     pub sent: u64,
     pub refused: u64,
-    pub live_blocks: usize,
     pub live_bytes: u64,
 }
 
@@ -192,7 +192,6 @@ extern "C" fn birth(size: usize, _align: usize) -> *mut c_void {
         },
     );
     b.stats.births += 1;
-    b.stats.live_blocks += 1;
     born.ptr.cast()
 }
 
@@ -206,7 +205,6 @@ extern "C" fn death(p: *mut c_void) -> usize {
             return 0;
         };
         b.slots[block.slot].live -= 1;
-        b.stats.live_blocks -= 1;
         b.stats.live_bytes -= block.size;
         (b.lane.clone(), block)
     };
@@ -254,6 +252,9 @@ pub fn arm(on: bool) {
 /// The region of the born block starting at `addr`, if it is one on `lane` of at least
 /// `nbytes`, with one more hold taken for the peer that is about to receive it.
 pub fn send(lane: &Arc<CallLane>, addr: usize, nbytes: u64) -> Option<Region> {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return None; // every tensor a worker without the library sends asks: no lock
+    }
     let region = {
         let guard = births();
         let b = guard.as_ref()?;
@@ -271,6 +272,7 @@ pub fn send(lane: &Arc<CallLane>, addr: usize, nbytes: u64) -> Option<Region> {
     Some(region)
 }
 
-pub fn stats() -> Option<BornStats> {
-    births().as_ref().map(|b| b.stats)
+/// The counters and the number of live born blocks, or None when births are off.
+pub fn stats() -> Option<(BornStats, usize)> {
+    births().as_ref().map(|b| (b.stats, b.blocks.len()))
 }

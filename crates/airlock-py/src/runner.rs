@@ -58,7 +58,7 @@ impl<'py> Runner for PyRunner<'_, 'py> {
     fn invoke(&mut self, f: &Bound<'py, PyAny>, (args, kwargs): Self::Args) -> PyResult<Value> {
         let args = args.cast_into::<PyTuple>()?;
         let kwargs = kwargs.cast_into::<PyDict>()?;
-        // The node's own large blocks are born in the pool while it runs (ADR 0044).
+        // The call's own large blocks are born in the pool while it runs (ADR 0044).
         crate::born::arm(true);
         let result = f.call(args, Some(&kwargs));
         crate::born::arm(false);

@@ -338,14 +338,14 @@ impl ModelHandler for PyModelHandler {
 /// `live_bytes`.
 #[pyfunction]
 pub fn born_stats(py: Python<'_>) -> PyResult<Option<Bound<'_, pyo3::types::PyDict>>> {
-    let Some(s) = crate::born::stats() else {
+    let Some((s, live_blocks)) = crate::born::stats() else {
         return Ok(None);
     };
     let d = pyo3::types::PyDict::new(py);
     d.set_item("births", s.births)?;
     d.set_item("sent", s.sent)?;
     d.set_item("refused", s.refused)?;
-    d.set_item("live_blocks", s.live_blocks)?;
+    d.set_item("live_blocks", live_blocks)?;
     d.set_item("live_bytes", s.live_bytes)?;
     Ok(Some(d))
 }

@@ -202,9 +202,11 @@ def _sides(work: Path, pack: Path, native_python: str | None, env: dict) -> tupl
     return native, isolated
 
 
-def run_pack(pack: Path, work: Path, home: str, baselines: dict[str, set[str]]) -> dict[str, Any]:
+def run_pack(
+    pack: Path, work: Path, home: str, baselines: dict[str, set[str]], probe_size: int = 64
+) -> dict[str, Any]:
     comfyui = Path(os.environ.get("COMFYUI_DIR") or DEFAULT_COMFYUI_DIR)
-    env = {**COMMON_ENV, "AIRLOCK_HOME": home}
+    env = {**COMMON_ENV, "AIRLOCK_HOME": home, "CORPUS_PROBE_SIZE": str(probe_size)}
     if work.exists():
         shutil.rmtree(work)
     iso_base = make_base_dir(
@@ -212,7 +214,7 @@ def run_pack(pack: Path, work: Path, home: str, baselines: dict[str, set[str]]) 
         custom_nodes={"comfy-airlock": REPO / "custom_node", PROBE_NAME: PROBE},
         name="isolated",
     )
-    result: dict[str, Any] = {"pack": pack.name}
+    result: dict[str, Any] = {"pack": pack.name, "probe_size": probe_size}
     print(f"[{pack.name}] isolate", flush=True)
     result["isolate"] = isolate_as_user(pack, iso_base, comfyui, env)
     python, why = env_python(iso_base / "isolated_nodes" / pack.name, comfyui, home)
@@ -266,6 +268,10 @@ def _observe(result: dict, pack: str, native: Side, isolated: Side, baselines: d
     result["js"] = {"native": native.extensions(pack), "isolated": isolated.extensions(pack)}
     print(f"[{pack}] {len(n_nodes)} native / {len(i_nodes)} isolated nodes; running", flush=True)
     result["runs"] = run_nodes(native, isolated, n_nodes, set(i_nodes))
+    try:  # outputs born in the worker's shared memory (ADR 0044) against large ones digested
+        result["born"] = isolated.ui.get("/corpus-probe/born")
+    except Exception as e:
+        result["born"] = {"error": f"{type(e).__name__}: {e}"}
 
 
 def baselines(work: Path, home: str) -> dict[str, set[str]]:
@@ -312,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", default="/work/corpus/airlock-home", help="AIRLOCK_HOME")
     parser.add_argument("--commits", type=Path, help="JSON: pack -> {repo, commit, date}")
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--probe-size", type=int, default=64, help="side of the probe's IMAGE and MASK"
+    )
     args = parser.parse_args(argv)
     packs = sorted(p for p in args.packs.iterdir() if p.is_dir() and not p.name.startswith("."))
     if args.only:  # in the order given
@@ -324,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     for pack in packs:
         t0 = time.monotonic()
         try:
-            result = run_pack(pack, args.work / pack.name, args.home, base_lines)
+            result = run_pack(pack, args.work / pack.name, args.home, base_lines, args.probe_size)
         except (
             Exception
         ) as e:  # one pack's mishap (a route that restarts ComfyUI) never ends the run

@@ -13,6 +13,14 @@ sides.
   in /history, so the runner compares a node's return values across servers through it.
 - ``GET /corpus-probe/routes``: every route of ComfyUI's aiohttp app (method, path), so the
   runner can tell a pack's routes from ComfyUI's own.
+- ``GET /corpus-probe/born``: how many tensors of at least 256 KiB ``CorpusDigest`` was given
+  (``large``), and for each isolated pack's running worker its counters of outputs born in
+  shared memory (``_native.born_stats``, ADR 0044: ``sent`` of them crossed without a copy);
+  ``{}`` of workers on the native server.
+
+``CORPUS_PROBE_SIZE`` (default 64) sets the sources' image and mask side: at 64 an IMAGE is
+48 KiB, below the size from which a worker's outputs are born (256 KiB); the runner's
+``--probe-size 256`` makes it 768 KiB.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import re
 
 import torch
@@ -29,6 +38,10 @@ from server import PromptServer
 
 _MAX_DEPTH = 6
 _MAX_ITEMS = 64
+SIZE = int(os.environ.get("CORPUS_PROBE_SIZE") or 64)
+#: The smallest block a worker's outputs are born in (comfy_airlock.born_policy.MIN_BYTES).
+LARGE = 256 << 10
+_LARGE_SEEN = [0]
 
 
 def _tensor(t: torch.Tensor) -> dict:
@@ -74,6 +87,8 @@ def digest(value, depth: int = 0):
     if isinstance(value, float):
         return _float(value)
     if isinstance(value, torch.Tensor):
+        if value.nbytes >= LARGE:
+            _LARGE_SEEN[0] += 1
         return _tensor(value)
     mod = type(value).__module__
     if mod == "numpy" and hasattr(value, "tobytes") and hasattr(value, "dtype"):
@@ -137,21 +152,21 @@ class CorpusImage(_Source):
     RETURN_TYPES = ("IMAGE",)
 
     def run(self):
-        return (_ramp(1, 64, 64, 3),)
+        return (_ramp(1, SIZE, SIZE, 3),)
 
 
 class CorpusMask(_Source):
     RETURN_TYPES = ("MASK",)
 
     def run(self):
-        return (_ramp(1, 64, 64),)
+        return (_ramp(1, SIZE, SIZE),)
 
 
 class CorpusLatent(_Source):
     RETURN_TYPES = ("LATENT",)
 
     def run(self):
-        return ({"samples": _ramp(1, 4, 8, 8)},)
+        return ({"samples": _ramp(1, 4, SIZE // 8, SIZE // 8)},)
 
 
 class CorpusAudio(_Source):
@@ -191,3 +206,20 @@ async def _routes(request):
             entry["directory"] = str(info["directory"])
         out.append(entry)
     return web.json_response(out)
+
+
+@PromptServer.instance.routes.get("/corpus-probe/born")
+async def _born(request):
+    workers = {}
+    try:
+        from comfy_airlock.host import loader
+    except ImportError:  # the native server has no comfy-airlock
+        packs = {}
+    else:
+        packs = dict(loader._PACKS)  # the runner's question, between prompts
+    for name, pack in packs.items():
+        try:
+            workers[name] = pack.ask("comfy_airlock._native:born_stats")
+        except Exception as e:  # no worker running: nothing to count
+            workers[name] = {"error": f"{type(e).__name__}: {e}"}
+    return web.json_response({"large": _LARGE_SEEN[0], "workers": workers})

@@ -134,3 +134,49 @@ def test_another_thread_of_the_pack_allocates_from_the_heap_meanwhile(make_worke
     # Only the node's thread is armed: its 2 blocks a round at most (full, then the product).
     assert after["births"] - before["births"] <= 2 * rounds + 2, (before, after)
     assert after["live_blocks"] == 0, after
+
+
+def test_an_output_made_with_numpy_is_born_too(make_worker):
+    # ADR 0045: numpy's data allocator (NEP 49) lets a large array on the call's thread be
+    # born, so the image most packs make with numpy and torch.from_numpy crosses as a region.
+    w = make_worker()
+    before = _stats(w)["born"]
+    y = w.call("airlock_born:numpy_image", 512, 51)
+    assert y.shape == (1, 512, 512, 3) and y.dtype == torch.float32
+    assert torch.equal(y, torch.full((1, 512, 512, 3), 51 / 255.0))
+    after = _stats(w)["born"]
+    assert after["sent"] == before["sent"] + 1, (before, after)
+    # A numpy array returned as it is: the same.
+    a = w.call("airlock_born:numpy_array", N, 2.5)
+    assert a.shape == (N,) and (a == 2.5).all()
+    assert _stats(w)["born"]["sent"] == after["sent"] + 1
+    del y, a
+    gc.collect()
+    w.call("airlock_testpack:echo", 0)  # carries our releases
+    s = _stats(w)
+    assert s["born"]["live_blocks"] == 0 and s["pool"]["leased_regions"] == 0, s
+
+
+def test_numpy_keeps_its_own_allocator_off_the_call_thread_and_for_small_arrays(make_worker):
+    w = make_worker()
+    seen = w.call("airlock_born:numpy_allocator")
+    assert seen["handler"] == "airlock_born", seen
+    assert seen["array"] == "airlock_born", seen
+    # numpy's context variable: a thread of the pack's own starts with numpy's default.
+    assert seen["other_thread"] == {
+        "handler": "default_allocator",
+        "array": "default_allocator",
+    }, seen
+    # Zeroed, grown, shrunk and freed on the call thread: bytes right, nothing left held.
+    assert w.call("airlock_born:numpy_in_place", N) == {
+        "zeroed": True,
+        "grown": True,
+        "shrunk": True,
+    }
+    s = _stats(w)
+    assert s["born"]["live_blocks"] == 0, s
+
+
+def test_with_births_off_numpy_keeps_its_default_allocator(make_worker):
+    w = make_worker(env=_env(born_budget="0"))
+    assert w.call("airlock_born:numpy_allocator")["handler"] == "default_allocator"

@@ -11,7 +11,7 @@ and the defaults of ``Worker``'s ``signal_after``/``kill_after``, which pyo3 sho
 """
 
 from collections.abc import Callable, Sequence
-from typing import Any, final
+from typing import Any, Literal, final
 
 # The simulated GPU, the NVML reader and host RAM (comfy_airlock.device wraps these).
 from comfy_airlock._native_device import NVML_LIBRARY_ENV as NVML_LIBRARY_ENV
@@ -31,6 +31,7 @@ from comfy_airlock._native_device import resolve_device as resolve_device
 # Every other TypedDict, and the aliases Region and ModelCommand.
 from comfy_airlock._native_shapes import Admission as Admission
 from comfy_airlock._native_shapes import ArbiterStats as ArbiterStats
+from comfy_airlock._native_shapes import BornStats as BornStats
 from comfy_airlock._native_shapes import Candidate as Candidate
 from comfy_airlock._native_shapes import LaneStats as LaneStats
 from comfy_airlock._native_shapes import LoadedNotice as LoadedNotice
@@ -131,6 +132,10 @@ class Lane:
         back. Safe from any thread."""
     def stats(self) -> LaneStats:
         """The pool's counters now."""
+    def born(self, addr: int, nbytes: int) -> Region | None:
+        """The region of a block this worker's node wrote straight into our pool (a birth, ADR
+        0044) that starts at ``addr`` and holds ``nbytes``, with one more hold for the peer;
+        None for any other address (the caller copies it)."""
 
 def rejections() -> Rejections:
     """Peer input this process refused since it started, by reason."""
@@ -282,6 +287,10 @@ class WorkerLink:
         """Asks the host ``topic`` (ends in ``?``) for the running call and waits for the
         answer. ``"admit?"`` / ``"oom?"`` take a ``LoadRequest`` and return an
         ``Admission``; a host that could not answer is raised as ``AirlockError``."""
+    def enable_births(self, min_bytes: int, budget: int) -> bool:
+        """Lets the nodes' outputs be born in the call lane's pool (ADR 0044): blocks of at
+        least ``min_bytes``, up to ``budget`` live bytes. False if ``libairlock_born.so`` is not
+        preloaded."""
     def publish(self, report: WorkerReport) -> None:
         """Replaces the report the control thread answers heartbeats with."""
     def set_model_handler(self, handler: ModelHandler) -> None:
@@ -295,6 +304,14 @@ class WorkerLink:
         """Runs calls until the host says stop or goes away (the loop is the supervisor's).
         ``resolve(target)`` returns the callable (once per target); ``describe(exc, tb)``
         returns ``(module, qualname, message, args, traceback)``."""
+
+def born_stats() -> BornStats | None:
+    """This worker's births so far (ADR 0044); None when they are off."""
+
+def born_numpy(api: Any) -> Literal["installed", "foreign", "unsupported", "off"]:
+    """Lets this worker's numpy arrays be born too (ADR 0045), given numpy's ``_ARRAY_API``
+    capsule: ``"installed"`` (now, or already), ``"foreign"`` (a data allocator of the pack's
+    own is set: left alone), ``"unsupported"`` (numpy before 1.22), ``"off"`` (births off)."""
 
 def forbid_same_user_access() -> None:
     """Makes this worker non-dumpable: siblings of the same user cannot take its descriptors,

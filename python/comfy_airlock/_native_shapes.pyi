@@ -216,6 +216,20 @@ class LaneStats(TypedDict):
     peer_segments: int
     """Segments of the peer's pool we have mapped."""
 
+class BornStats(TypedDict):
+    """A worker's outputs born in shared memory (ADR 0044), counted since it started."""
+
+    births: int
+    """Blocks leased from the call lane's pool by the allocator."""
+    sent: int
+    """Outputs sent as a reference to their born block (no copy)."""
+    refused: int
+    """Births refused (past the budget, or by the pool): those blocks came from the heap."""
+    live_blocks: int
+    """Born blocks alive now."""
+    live_bytes: int
+    """Their bytes."""
+
 class Rejections(TypedDict):
     """Peer input this process refused since it started, by reason."""
 

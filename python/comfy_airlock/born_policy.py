@@ -12,6 +12,11 @@ user's own with ``INHERIT_ENV``) in a variable of its own (``settings.ENV["worke
 the worker puts that back into its environment as soon as it starts (:func:`restore`), so no
 process the pack starts inherits the library.
 
+numpy takes its arrays' data from ``malloc``, which the library leaves alone; once numpy is
+imported in the worker, :func:`numpy_births` gives numpy the library's data allocator (NEP 49,
+ADR 0045), so an output made with numpy (an image through PIL or OpenCV, then
+``torch.from_numpy``) is born too.
+
 Linux only, and only where the wheel carries the library; a budget of 0 (the ``born_budget``
 setting) turns it off (a pack's ``[env_vars]`` may say so for its worker alone). The Windows
 product never takes this path: its outputs are copied once.
@@ -24,7 +29,7 @@ import sys
 from collections.abc import MutableMapping
 from pathlib import Path
 
-from comfy_airlock import settings
+from comfy_airlock import _native, settings
 
 #: The library, beside the extension module (both come in the wheel).
 LIBRARY = Path(__file__).resolve().parent / "libairlock_born.so"
@@ -61,3 +66,19 @@ def enable(worker_link) -> bool:
     library is not preloaded (not Linux, turned off, or a wheel without it)."""
     budget = settings.get().born_budget
     return budget > 0 and worker_link.enable_births(MIN_BYTES, budget)
+
+
+#: numpy's compiled core, which holds its C API table: numpy 2, then numpy 1.
+_NUMPY_CORE = ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath")
+
+
+def numpy_births(_numpy: object = None) -> str:
+    """In a worker whose births are on, once numpy is imported (the worker's import hook calls
+    it): numpy's arrays made on the thread running a call are born too, through the data
+    allocator the library holds (ADR 0045), set for this thread's context, which every call
+    runs in. What happened: ``"installed"``, ``"foreign"`` (a pack's own allocator, left
+    alone), ``"unsupported"`` (numpy before 1.22), ``"off"``, or ``"no numpy"``."""
+    core = next((sys.modules[n] for n in _NUMPY_CORE if n in sys.modules), None)
+    if core is None:
+        return "no numpy"
+    return _native.born_numpy(core._ARRAY_API)

@@ -434,6 +434,8 @@ def _encode_numpy(lane, np, a):
         back = _received(lane, a.ctypes.data, span * item)
         if back is None and lane.side == _HOST:
             back = kept.region_for(lane, a, a.ctypes.data, span * item, 0)
+        elif back is None:  # made by the node straight into our pool (ADR 0045): as it is
+            back = lane.born(a.ctypes.data, span * item)
         if back is not None:
             return ("t", "numpy", dtype, shape, strides, back, "cpu")
     region = lane.alloc(span * item)

@@ -19,6 +19,11 @@
  * load and a short scan. Reentrancy (a hook that frees or aligns memory itself) and a child of
  * fork (whose copy of the core's locks may be held by a thread that no longer exists) both
  * take the plain path; a child leaks the born blocks it frees, which belong to its parent.
+ *
+ * numpy takes its arrays' data from malloc, which this library leaves alone (ADR 0045 says
+ * why): it offers numpy a data allocator instead (NEP 49's PyDataMem_Handler), whose large
+ * blocks on the armed thread come from posix_memalign above. The core installs it through
+ * numpy's own C API once numpy is imported.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -209,4 +214,65 @@ void *realloc(void *p, size_t size) {
 size_t malloc_usable_size(void *p) {
     size_t len = born_length(p);
     return len ? len : NEXT(next_usable, "malloc_usable_size")(p);
+}
+
+/* --- numpy's data allocator (NEP 49, handler version 1) ---------------------------------------- */
+
+typedef struct {
+    void *ctx;
+    void *(*malloc)(void *ctx, size_t size);
+    void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
+    void *(*realloc)(void *ctx, void *ptr, size_t new_size);
+    void (*free)(void *ctx, void *ptr, size_t size);
+} np_allocator;
+
+typedef struct {
+    char name[127];
+    uint8_t version;
+    np_allocator allocator;
+} np_handler;
+
+/* numpy's default allocator, which ours defers to for all but the blocks it lets be born. */
+static np_allocator np_next;
+
+/* A large array on the armed thread takes its block from posix_memalign (born, or glibc's when
+ * refused); everything else, zeroed arrays included, from numpy's own allocator. Its free and
+ * realloc reach glibc's free and realloc for such a block (numpy caches only blocks under 1 KiB),
+ * and so the definitions above. */
+static void *np_malloc(void *ctx, size_t size) {
+    (void)ctx;
+    if (size >= atomic_load_explicit(&min_bytes, memory_order_relaxed) &&
+        atomic_load_explicit(&armed, memory_order_relaxed) == (uintptr_t)pthread_self()) {
+        void *p = NULL;
+        return posix_memalign(&p, 64, size) == 0 ? p : NULL;
+    }
+    return np_next.malloc(np_next.ctx, size);
+}
+
+static void *np_calloc(void *ctx, size_t nelem, size_t elsize) {
+    (void)ctx;
+    return np_next.calloc(np_next.ctx, nelem, elsize);
+}
+
+static void *np_realloc(void *ctx, void *ptr, size_t new_size) {
+    (void)ctx;
+    return np_next.realloc(np_next.ctx, ptr, new_size);
+}
+
+static void np_free(void *ctx, void *ptr, size_t size) {
+    (void)ctx;
+    np_next.free(np_next.ctx, ptr, size);
+}
+
+static np_handler np_ours = {
+    .name = "airlock_born",
+    .version = 1,
+    .allocator = {NULL, np_malloc, np_calloc, np_realloc, np_free},
+};
+
+/* Our handler for numpy, deferring to `next` (numpy's default allocator, copied once). */
+__attribute__((visibility("default"))) np_handler *airlock_born_numpy(const np_allocator *next) {
+    if (!np_next.malloc && next && next->malloc != np_malloc)
+        np_next = *next;
+    return np_next.malloc ? &np_ours : NULL;
 }

@@ -31,6 +31,8 @@ type Install = unsafe extern "C" fn(BirthHook, DeathHook, LengthHook, usize) -> 
 type Arm = unsafe extern "C" fn(c_int);
 type SetRange = unsafe extern "C" fn(c_int, usize, usize) -> c_int;
 type Ranges = unsafe extern "C" fn() -> c_int;
+/// `airlock_born_numpy`: our numpy data allocator, given numpy's default one (ADR 0045).
+pub type NumpyHandler = unsafe extern "C" fn(*const c_void) -> *mut c_void;
 
 /// The preload library's entry points, found once.
 struct Library {
@@ -38,6 +40,7 @@ struct Library {
     arm: Arm,
     set_range: SetRange,
     ranges: usize,
+    numpy: NumpyHandler,
 }
 
 fn symbol(name: &CStr) -> Option<*mut c_void> {
@@ -55,6 +58,7 @@ fn library() -> Option<&'static Library> {
             let arm = symbol(c"airlock_born_arm")?;
             let set_range = symbol(c"airlock_born_set_range")?;
             let ranges = symbol(c"airlock_born_ranges")?;
+            let numpy = symbol(c"airlock_born_numpy")?;
             // SAFETY: the symbols are born.c's, with these signatures.
             unsafe {
                 let ranges: Ranges = std::mem::transmute(ranges);
@@ -63,6 +67,7 @@ fn library() -> Option<&'static Library> {
                     arm: std::mem::transmute::<*mut c_void, Arm>(arm),
                     set_range: std::mem::transmute::<*mut c_void, SetRange>(set_range),
                     ranges: ranges().max(0) as usize,
+                    numpy: std::mem::transmute::<*mut c_void, NumpyHandler>(numpy),
                 })
             }
         })
@@ -237,6 +242,14 @@ pub fn enable(lane: Arc<CallLane>, min_bytes: u64, budget: u64) -> bool {
     let on = unsafe { (lib.install)(birth, death, length, min_bytes.max(1) as usize) != 0 };
     ENABLED.store(on, Ordering::Relaxed);
     on
+}
+
+/// The library's numpy data allocator (ADR 0045), when births are on.
+pub fn numpy_handler() -> Option<NumpyHandler> {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return None;
+    }
+    library().map(|lib| lib.numpy)
 }
 
 /// Arms (or disarms) the calling thread: its large blocks are born while armed.

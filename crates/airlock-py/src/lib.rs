@@ -3,6 +3,7 @@
 
 mod arbiter;
 mod born;
+mod born_numpy;
 mod call;
 mod cli;
 mod commands;
@@ -42,7 +43,7 @@ mod _native {
         WriteWatch, private_pages, private_watched, watch_private, write_watch_supported,
     };
     #[pymodule_export]
-    use crate::worker::{WorkerLink, born_stats, connect, forbid_same_user_access};
+    use crate::worker::{WorkerLink, born_numpy, born_stats, connect, forbid_same_user_access};
 
     #[pymodule_export]
     const PROTOCOL_VERSION: u32 = airlock_wire::PROTOCOL_VERSION;

@@ -333,6 +333,23 @@ impl ModelHandler for PyModelHandler {
     }
 }
 
+/// Lets this worker's numpy arrays be born too (ADR 0045), given numpy's `_ARRAY_API`
+/// capsule: "installed" (now or already), "foreign" (a handler of the pack's own is set, left
+/// alone), "unsupported" (numpy before 1.22) or "off" (births are off).
+#[pyfunction]
+pub fn born_numpy(py: Python<'_>, api: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+    use crate::born_numpy::Outcome;
+    let Some(ours) = crate::born::numpy_handler() else {
+        return Ok("off");
+    };
+    // SAFETY: `ours` is the preload library's `airlock_born_numpy`.
+    Ok(match unsafe { crate::born_numpy::install(py, api, ours) }? {
+        Outcome::Installed => "installed",
+        Outcome::Foreign => "foreign",
+        Outcome::Unsupported => "unsupported",
+    })
+}
+
 /// The births of this worker so far (ADR 0044), or None when they are off: `births`, `sent`
 /// (sent as a reference), `refused` (past the budget or refused by the pool), `live_blocks`,
 /// `live_bytes`.

@@ -15,7 +15,7 @@ from comfy_airlock import _native, born_policy, idle_trim, settings
 from comfy_airlock import pickling as _pickling
 from comfy_airlock import sandbox as _sandbox
 from comfy_airlock import values as _values  # noqa: F401  (installs the codec hooks)
-from comfy_airlock.worker import interrupts, link, models, ram
+from comfy_airlock.worker import interrupts, link, models, on_import, ram
 from comfy_airlock.worker.link import ask, emit
 
 __all__ = ["ask", "emit", "main", "serve"]
@@ -144,7 +144,8 @@ def serve(worker_link: Any) -> None:
     models.install(worker_link)
     interrupts.install(worker_link)
     idle_trim.register(worker_link, worker=True, tick=models.refresh)
-    born_policy.enable(worker_link)
+    if born_policy.enable(worker_link):
+        on_import.after_import("numpy", born_policy.numpy_births)
     worker_link.serve(_resolve, _describe)
 
 

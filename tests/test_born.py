@@ -147,7 +147,7 @@ def test_an_output_made_with_numpy_is_born_too(make_worker):
     after = _stats(w)["born"]
     assert after["sent"] == before["sent"] + 1, (before, after)
     # A numpy array returned as it is: the same.
-    a = w.call("airlock_born:numpy_array", N, 2.5)
+    a = w.call("airlock_born_numpy:numpy_array", N, 2.5)
     assert a.shape == (N,) and (a == 2.5).all()
     assert _stats(w)["born"]["sent"] == after["sent"] + 1
     del y, a
@@ -159,7 +159,7 @@ def test_an_output_made_with_numpy_is_born_too(make_worker):
 
 def test_numpy_keeps_its_own_allocator_off_the_call_thread_and_for_small_arrays(make_worker):
     w = make_worker()
-    seen = w.call("airlock_born:numpy_allocator")
+    seen = w.call("airlock_born_numpy:numpy_allocator")
     assert seen["handler"] == "airlock_born", seen
     assert seen["array"] == "airlock_born", seen
     # numpy's context variable: a thread of the pack's own starts with numpy's default.
@@ -168,7 +168,7 @@ def test_numpy_keeps_its_own_allocator_off_the_call_thread_and_for_small_arrays(
         "array": "default_allocator",
     }, seen
     # Zeroed, grown, shrunk and freed on the call thread: bytes right, nothing left held.
-    assert w.call("airlock_born:numpy_in_place", N) == {
+    assert w.call("airlock_born_numpy:numpy_in_place", N) == {
         "zeroed": True,
         "grown": True,
         "shrunk": True,
@@ -179,4 +179,14 @@ def test_numpy_keeps_its_own_allocator_off_the_call_thread_and_for_small_arrays(
 
 def test_with_births_off_numpy_keeps_its_default_allocator(make_worker):
     w = make_worker(env=_env(born_budget="0"))
-    assert w.call("airlock_born:numpy_allocator")["handler"] == "default_allocator"
+    assert w.call("airlock_born_numpy:numpy_allocator")["handler"] == "default_allocator"
+
+
+def test_numpy_1_arrays_are_born_too(make_worker):
+    # The numpy 1.x worker (no torch): numpy's C API table under numpy.core, the same places.
+    w = make_worker("py310")
+    assert w.call("airlock_born_numpy:numpy_allocator")["handler"] == "airlock_born"
+    before = w.call("airlock_born_numpy:born")
+    a = w.call("airlock_born_numpy:numpy_array", N, 1.5)
+    assert a.shape == (N,) and (a == 1.5).all()
+    assert w.call("airlock_born_numpy:born")["sent"] == before["sent"] + 1

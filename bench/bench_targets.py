@@ -76,6 +76,15 @@ def times_one(x):
     return x * 1
 
 
+def numpy_half(x):
+    """An image node in the shape most packs write: the work done in numpy (as PIL and OpenCV
+    give pictures), a fresh float32 array wrapped with ``torch.from_numpy``."""
+    import numpy as np
+    import torch
+
+    return torch.from_numpy(np.multiply(x.numpy(), np.float32(0.5)))
+
+
 def add_one_in_place(x) -> None:
     """A node writing into its input (bench/gpu/gpu_checks.py: the sender's tensor must not
     change)."""

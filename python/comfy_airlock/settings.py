@@ -282,9 +282,9 @@ class Settings:
         "AIRLOCK_BORN_MIB",
         _mib,
         1024 * MIB,
-        "MiB of a worker's own blocks (torch's CPU tensors of 256 KiB or more made while a call "
-        "runs) that may live in its shared memory at once, so that its outputs are sent "
-        "without a copy (Linux; ADR 0044); past it they come from the heap and are copied; "
+        "MiB of a worker's own blocks (torch's CPU tensors and numpy's arrays of 256 KiB or more "
+        "made while a call runs) that may live in its shared memory at once, so that its "
+        "outputs are sent without a copy (Linux; ADRs 0044, 0045); past it they come from the heap and are copied; "
         "`0` or `off`: none (the worker starts without `libairlock_born.so` preloaded)",
         side="sides",
         shown="`1024`",

@@ -60,7 +60,9 @@ fn error(py: Python<'_>, what: &str) -> PyErr {
 
 fn name_of(h: *const Handler) -> Vec<u8> {
     // SAFETY: numpy's handlers carry a NUL-terminated name in their first 127 bytes.
-    unsafe { CStr::from_ptr((*h).name.as_ptr()) }.to_bytes().to_vec()
+    unsafe { CStr::from_ptr((*h).name.as_ptr()) }
+        .to_bytes()
+        .to_vec()
 }
 
 /// Installs our handler for the current context, given numpy's `_ARRAY_API` capsule;

@@ -343,7 +343,8 @@ pub fn born_numpy(py: Python<'_>, api: &Bound<'_, PyAny>) -> PyResult<&'static s
         return Ok("off");
     };
     // SAFETY: `ours` is the preload library's `airlock_born_numpy`.
-    Ok(match unsafe { crate::born_numpy::install(py, api, ours) }? {
+    let outcome = unsafe { crate::born_numpy::install(py, api, ours) }?;
+    Ok(match outcome {
         Outcome::Installed => "installed",
         Outcome::Foreign => "foreign",
         Outcome::Unsupported => "unsupported",

@@ -11,12 +11,7 @@ with peers (that is bench/compare.py).
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -25,6 +20,7 @@ SIZES = ((1 << 20, 1000), (12 << 20, 200), (64 << 20, 40))
 
 def one_run(label: str) -> str:
     import torch
+    from alternate import fresh_calls
 
     import comfy_airlock
 
@@ -33,37 +29,17 @@ def one_run(label: str) -> str:
         out = []
         for n, reps in SIZES:
             src = torch.rand(n // 4)
-            expect = src * 0.5
-            ts = []
-            for _ in range(reps):
-                x = src.clone()
-                t0 = time.perf_counter_ns()
-                y = w.call("bench_targets:numpy_half", x)
-                ts.append(time.perf_counter_ns() - t0)
-                del x
-            assert torch.equal(y, expect)
+            us, y = fresh_calls(w, "bench_targets:numpy_half", src, reps)
+            assert torch.equal(y, src * 0.5)
             del y
-            out.append(f"{n >> 20} MiB {statistics.median(ts) / 1e3:.0f} us")
+            out.append(f"{n >> 20} MiB {us:.0f} us")
     return f"{label}: " + "; ".join(out)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--child", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child:
-        print(one_run(args.child), flush=True)
-        return
+if __name__ == "__main__":
+    import alternate
+
     from comfy_airlock.settings import ENV
 
-    print(f"load average at start: {os.getloadavg()}", flush=True)
-    for _ in range(args.runs):
-        for label, mib in (("births on", "1024"), ("births off", "0")):
-            env = {**os.environ, ENV["born_budget"]: mib}
-            subprocess.run([sys.executable, __file__, "--child", label], env=env, check=True)
-    print(f"load average at end: {os.getloadavg()}", flush=True)
-
-
-if __name__ == "__main__":
-    main()
+    on, off = ({ENV["born_budget"]: "1024"}, {ENV["born_budget"]: "0"})
+    alternate.main(__doc__, one_run, [("births on", on), ("births off", off)], 2)

@@ -10,12 +10,7 @@ peers (that is bench/compare.py).
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -24,6 +19,7 @@ SIZES = ((1 << 20, 1000), (64 << 20, 40))
 
 def one_run(label: str) -> str:
     import torch
+    from alternate import fresh_calls
 
     import comfy_airlock
 
@@ -33,34 +29,15 @@ def one_run(label: str) -> str:
         for n, reps in SIZES:
             src = torch.rand(n // 4)
             for fn in ("nbytes_of", "times_one"):
-                ts = []
-                for _ in range(reps):
-                    x = src.clone()
-                    t0 = time.perf_counter_ns()
-                    y = w.call(f"bench_targets:{fn}", x)
-                    ts.append(time.perf_counter_ns() - t0)
-                    del x, y
-                out.append(f"{n >> 20} MiB {fn} {statistics.median(ts) / 1e3:.0f} us")
+                us, _ = fresh_calls(w, f"bench_targets:{fn}", src, reps)
+                out.append(f"{n >> 20} MiB {fn} {us:.0f} us")
     return f"{label}: " + "; ".join(out)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--child", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child:
-        print(one_run(args.child), flush=True)
-        return
+if __name__ == "__main__":
+    import alternate
+
     from comfy_airlock.settings import ENV
 
-    print(f"load average at start: {os.getloadavg()}", flush=True)
-    for _ in range(args.runs):
-        for label, mib in (("keep on", "1024"), ("keep off", "0")):
-            env = {**os.environ, ENV["keep_sent"]: mib}
-            subprocess.run([sys.executable, __file__, "--child", label], env=env, check=True)
-    print(f"load average at end: {os.getloadavg()}", flush=True)
-
-
-if __name__ == "__main__":
-    main()
+    on, off = ({ENV["keep_sent"]: "1024"}, {ENV["keep_sent"]: "0"})
+    alternate.main(__doc__, one_run, [("keep on", on), ("keep off", off)], 3)

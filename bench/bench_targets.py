@@ -85,6 +85,18 @@ def numpy_half(x):
     return torch.from_numpy(np.multiply(x.numpy(), np.float32(0.5)))
 
 
+def numpy_chain(x):
+    """A node that works in numpy in several steps, each making a new array of the image's
+    size (a temporary of 256 KiB or more on the call's thread is born too, ADR 0045)."""
+    import numpy as np
+    import torch
+
+    a = x.numpy()
+    for _ in range(8):
+        a = a * np.float32(1.01) + np.float32(0.5)
+    return torch.from_numpy(a)
+
+
 def add_one_in_place(x) -> None:
     """A node writing into its input (bench/gpu/gpu_checks.py: the sender's tensor must not
     change)."""

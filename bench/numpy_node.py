@@ -1,6 +1,7 @@
 """A node that makes its output with numpy (``bench_targets.numpy_half``: ``x * 0.5`` in numpy,
 wrapped with ``torch.from_numpy``), births on and off (ADR 0045): the median time of a call
-that sends a fresh IMAGE-sized tensor and gets the numpy-made output back, at 1, 12 and 64 MiB.
+that sends a fresh IMAGE-sized tensor and gets the numpy-made output back, at 1, 12 and 64 MiB;
+and of one that makes eight temporaries of that size first (``numpy_chain``: ``chain``).
 With births off (``AIRLOCK_BORN_MIB=0``) the output is copied into the pool, as every numpy
 output was before ADR 0045. Each setting runs in its own process, alternating, ``--runs``
 times; one line per run, the machine's load before and after. A quick A/B, not a comparison
@@ -31,8 +32,9 @@ def one_run(label: str) -> str:
             src = torch.rand(n // 4)
             us, y = fresh_calls(w, "bench_targets:numpy_half", src, reps)
             assert torch.equal(y, src * 0.5)
+            chain_us, y = fresh_calls(w, "bench_targets:numpy_chain", src, max(reps // 4, 10))
             del y
-            out.append(f"{n >> 20} MiB {us:.0f} us")
+            out.append(f"{n >> 20} MiB {us:.0f} us, chain {chain_us:.0f} us")
     return f"{label}: " + "; ".join(out)
 
 

@@ -163,6 +163,33 @@ def make_cases(plan: Plan, ctx: Any) -> list[Case]:
             run,
         )
 
+    def small_in() -> Case:
+        # One small tensor per call (a mask, a small latent): what a chain of light nodes
+        # sends. Its floor pairs each round trip with one memcpy of the tensor.
+        n = SMALL_BYTES
+
+        def floor() -> list[int]:
+            copies = memcpy_n(ctx.memcpy, plan.noop_iters, n)
+            with base.Placed("sched", []):
+                trips = base.native_pingpong(plan.noop_iters, plan.floor_warmup, None)
+            return [t + c for t, c in zip(trips, copies, strict=True)]
+
+        def run(s: sysmod.System) -> list[int]:
+            x = ctx.small["t0"]
+            with base.Placed("sched", s.pids()):
+                return s.timed("nbytes_of", lambda: (x.clone(),), plan.noop_iters, plan.noop_warmup)
+
+        return Case(
+            "small_in",
+            f"call with a fresh {n // KiB} KiB tensor, its size back "
+            f"[{base.PLACEMENT_LABELS['sched']}]",
+            "latency",
+            f"socketpair round trip 64 B (Rust) + one memcpy of {n // KiB} KiB",
+            floor,
+            run,
+            n,
+        )
+
     def fresh(n: int) -> Case:
         reps = plan.reps[f"fresh_{n}"]
 
@@ -265,6 +292,7 @@ def make_cases(plan: Plan, ctx: Any) -> list[Case]:
     return [
         latency("sched"),
         latency("same"),
+        small_in(),
         *(fresh(n) for n in SIZES),
         *(echo(n) for n in SIZES),
         Case(

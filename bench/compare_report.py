@@ -310,7 +310,9 @@ def chart(res, path: Path) -> None:
         "pyisolate": "#2ca02c",
         "pickle": "#9467bd",
     }
-    rows = [r for r in res["rows"] if r["kind"] != "latency" or r["key"] == "noop_sched"]
+    rows = [
+        r for r in res["rows"] if r["kind"] != "latency" or r["key"] in ("noop_sched", "small_in")
+    ]
     rows += [r for r in res["rows"] if r["key"] == "noop_same"]
     fig, ax = plt.subplots(figsize=(10, 0.55 * len(rows) * len(keys) / 2 + 1.5))
     h = 0.8 / len(keys)

@@ -1,8 +1,9 @@
 """A call lane's reader spins briefly before it sleeps (ADR 0035), and only briefly: an idle
 worker and a host waiting on a long call burn no CPU beyond one short burst per message.
 
-The budget is 50 µs by default (``AIRLOCK_LANE_SPIN_US``); an unbounded spin would burn the
-whole second each check waits. CPU time is read from ``/proc/<pid>/stat`` (clock ticks) and
+The budget is measured by default (twice the lane's recent wake-ups, at most 1 ms, ADR 0046;
+``AIRLOCK_LANE_SPIN_US`` fixes it); an unbounded spin would burn the whole second each check
+waits. CPU time is read from ``/proc/<pid>/stat`` (clock ticks) and
 ``getrusage``; the bounds leave a wide margin over what a bounded spin costs.
 """
 
@@ -51,3 +52,16 @@ def test_calls_work_with_the_spin_turned_off(make_worker, monkeypatch):
     monkeypatch.setenv("AIRLOCK_LANE_SPIN_US", "0")  # the worker reads it at its start
     w = make_worker()
     assert [w.call("airlock_testpack:echo", i) for i in range(100)] == list(range(100))
+
+
+def test_both_sides_stamp_the_lane_and_the_spin_is_measured(make_worker):
+    # The stamps a read that slept judges the peer by (ADR 0046): the host's call, the
+    # worker's receipt of it, its reply and the host's receipt, in that order.
+    w = make_worker()
+    for i in range(50):
+        assert w.call("airlock_testpack:echo", i) == i
+    t = w.lane_timing()
+    assert t is not None
+    assert 0 < t["host_sent_ns"] <= t["worker_got_ns"] <= t["worker_sent_ns"] <= t["host_got_ns"]
+    assert 5.0 <= t["spin_us"] <= 1000.0  # measured, within its bounds
+    assert t["last_wait_us"] is not None

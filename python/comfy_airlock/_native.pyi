@@ -34,6 +34,7 @@ from comfy_airlock._native_shapes import ArbiterStats as ArbiterStats
 from comfy_airlock._native_shapes import BornStats as BornStats
 from comfy_airlock._native_shapes import Candidate as Candidate
 from comfy_airlock._native_shapes import LaneStats as LaneStats
+from comfy_airlock._native_shapes import LaneTiming as LaneTiming
 from comfy_airlock._native_shapes import LoadedNotice as LoadedNotice
 from comfy_airlock._native_shapes import LoadRequest as LoadRequest
 from comfy_airlock._native_shapes import ModelCommand as ModelCommand
@@ -229,6 +230,8 @@ class Worker:
         """What the worker reported at its handshake; None when no process runs."""
     def ping(self, timeout: float = 5.0) -> float:
         """Control-lane round trip in seconds; answered even while a call runs."""
+    def lane_timing(self) -> LaneTiming | None:
+        """What the call lane knows about its waits; None when no process runs."""
     def last_report(self) -> WorkerReport | None:
         """The worker's latest report as the liveness timer last read it from its control
         thread; None when no process runs, liveness is off, or none was read yet. Sends

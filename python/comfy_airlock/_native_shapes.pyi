@@ -268,6 +268,27 @@ class WorkerInfo(TypedDict):
     numpy: str | None
     """Its numpy version, if numpy is importable there."""
 
+class LaneTiming(TypedDict):
+    """What a worker's call lane knows about its waits (ADR 0046). Stamps are
+    ``CLOCK_MONOTONIC`` nanoseconds, 0 when never taken (or no shared page)."""
+
+    spin_us: float
+    """How long the next read may ask without sleeping (0: never spins)."""
+    wake_us: float | None
+    """The running average of this lane's wake-ups, from the peer's send to our return; None
+    until a read has slept."""
+    last_wait_us: float | None
+    """How long the worker took to answer the last read: its think time if the read slept;
+    None when it timed out."""
+    host_got_ns: int
+    """When the host last received bytes on the lane."""
+    host_sent_ns: int
+    """When the host last sent on the lane."""
+    worker_got_ns: int
+    """When the worker last received bytes on the lane."""
+    worker_sent_ns: int
+    """When the worker last sent on the lane."""
+
 class SandboxReport(TypedDict):
     """What ``sandbox_apply`` enforced."""
 

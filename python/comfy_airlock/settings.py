@@ -466,10 +466,11 @@ RUST_ONLY: dict[str, tuple[str, str, str]] = {
     ),
     "AIRLOCK_LANE_SPIN_US": (
         "airlock-supervisor/src/spin.rs",
-        "`50`",
+        "measured",
         "microseconds a side waiting on a call lane (ComfyUI for a reply, a worker for the next "
-        "call) asks without sleeping, yielding the CPU, before it sleeps (ADR 0035); `0` sleeps "
-        "at once; at most `1000`",
+        "call) asks without sleeping, yielding the CPU, before it sleeps (ADR 0035); unset: "
+        "twice what the lane's recent wake-ups took, 5 to 1000 (ADR 0046); `0` sleeps at once; "
+        "at most `1000`",
     ),
     "AIRLOCK_SIM_SEMANTICS": (
         "airlock-sim/src/semantics.rs",

@@ -200,6 +200,12 @@ class Worker:
         """Control-lane round trip in seconds; answered even while a call is running."""
         return self._native.ping(timeout)
 
+    def lane_timing(self) -> dict[str, Any] | None:
+        """What the call lane knows about its waits (ADR 0046): how long its next read may
+        spin, what its wake-ups cost, both sides' last receipt and send; None when no process
+        runs."""
+        return self._native.lane_timing()
+
     def last_report(self) -> Any:
         """The worker's memory report as its liveness timer last read it from the control
         thread (also while a call runs); None when no process runs or none was read yet.

@@ -295,6 +295,29 @@ impl Worker {
         Ok(Some(d))
     }
 
+    /// What the call lane knows about its waits (ADR 0046): its spin, its wake-ups, both
+    /// sides' last receipt and send; None when no process is running.
+    fn lane_timing<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let slot = slot_lock(py, &self.slot);
+        let Some(r) = &slot.running else {
+            return Ok(None);
+        };
+        let t = r.process.call_lane().timing();
+        let us = |ns: u64| ns as f64 / 1e3;
+        let d = PyDict::new(py);
+        d.set_item("spin_us", us(t.spin_ns))?;
+        d.set_item("wake_us", (t.wake_ns > 0).then(|| us(t.wake_ns)))?;
+        d.set_item(
+            "last_wait_us",
+            (t.last_wait_ns != u64::MAX).then(|| us(t.last_wait_ns)),
+        )?;
+        d.set_item("host_got_ns", t.host.0)?;
+        d.set_item("host_sent_ns", t.host.1)?;
+        d.set_item("worker_got_ns", t.worker.0)?;
+        d.set_item("worker_sent_ns", t.worker.1)?;
+        Ok(Some(d))
+    }
+
     /// The current call lane (for the codec and for leak checks).
     #[getter]
     fn lane<'py>(&self, py: Python<'py>) -> Option<Bound<'py, Lane>> {

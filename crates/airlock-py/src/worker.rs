@@ -65,7 +65,10 @@ pub fn connect(
     })
     .map_err(|e| HandshakeError::new_err(format!("cannot connect to the host: {e}")))?;
     let lane_obj = Py::new(py, Lane::new(py, lane.clone(), Side::Worker))?;
-    let signal = adopt_signal_page()?;
+    let signal = adopt_signal_page()?.map(Arc::new);
+    if let Some(page) = &signal {
+        lane.stamp(page.clone());
+    }
     Ok(WorkerLink {
         signal,
         lane,
@@ -108,8 +111,9 @@ pub struct WorkerLink {
     name: String,
     /// The call running now and when the last one ended.
     calls: CallState,
-    /// Where the host raises an interrupt for the running call.
-    signal: Option<SignalPage>,
+    /// Where the host raises an interrupt for the running call, and each side notes its
+    /// sends (ADR 0046).
+    signal: Option<Arc<SignalPage>>,
 }
 
 #[pymethods]

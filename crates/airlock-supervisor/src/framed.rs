@@ -9,17 +9,18 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use airlock_shm::{recv_with_fds, try_recv_with_fds};
-use airlock_wire::Message;
+use airlock_wire::{Message, Side};
 
 use crate::error::LaneError;
 use crate::guard::Guard;
 use crate::outbox::{Outbox, timed_out};
 use crate::rejections::{self, Rejection};
+use crate::spin::{Budget, LaneStamps, SpinState};
 
 const READ_CHUNK: usize = 64 << 10;
 
@@ -39,10 +40,12 @@ pub(crate) struct Framed {
     /// Whether a read asks without blocking for a while before it sleeps (call lanes only:
     /// [`crate::spin`]).
     spins: AtomicBool,
-    /// How long the last read waited for its first byte, in nanoseconds (u64::MAX: it timed
-    /// out): a read spins only when the last wait was shorter than the budget
-    /// ([`crate::spin::worth_spinning`]).
-    last_wait: AtomicU64,
+    /// How long the last read waited for its peer and what this lane's wake-ups cost
+    /// ([`crate::spin::read`]).
+    spin: SpinState,
+    /// Where this side notes its receipts and sends and reads the peer's (call lanes with a
+    /// shared page, ADR 0046), and which side this is.
+    stamps: OnceLock<(Arc<dyn LaneStamps>, Side)>,
 }
 
 struct Reader {
@@ -68,8 +71,15 @@ impl Framed {
             timeout: Mutex::new(None),
             guard: OnceLock::new(),
             spins: AtomicBool::new(false),
-            last_wait: AtomicU64::new(0),
+            spin: SpinState::default(),
+            stamps: OnceLock::new(),
         }
+    }
+
+    /// Notes every receipt and send of this lane as `side`'s in `stamps`, and reads the
+    /// peer's there to judge how long it took to answer a read that slept ([`crate::spin`]).
+    pub fn stamp(&self, stamps: Arc<dyn LaneStamps>, side: Side) {
+        let _ = self.stamps.set((stamps, side));
     }
 
     /// Makes this lane's reads spin briefly before they sleep ([`crate::spin`]).
@@ -139,7 +149,35 @@ impl Framed {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut out = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         out.queue(msgs, fds)?;
+        self.note_send();
         out.flush(self.sock.as_fd(), deadline)
+    }
+
+    /// What this lane knows about its waits.
+    pub fn timing(&self) -> crate::spin::LaneTiming {
+        let budget = if self.spins.load(Ordering::Relaxed) {
+            crate::spin::budget()
+        } else {
+            Budget::Fixed(Duration::ZERO)
+        };
+        let (spin_ns, wake_ns, last_wait_ns) = self.spin.snapshot(budget);
+        let stamps = self.stamps.get().map(|(s, _)| s);
+        let last = |side| stamps.map(|s| s.last(side)).unwrap_or_default();
+        crate::spin::LaneTiming {
+            spin_ns,
+            wake_ns,
+            last_wait_ns,
+            host: last(Side::Host),
+            worker: last(Side::Worker),
+        }
+    }
+
+    /// Notes that we send now: before the bytes go, so the peer never reads an older stamp
+    /// with them.
+    fn note_send(&self) {
+        if let Some((stamps, side)) = self.stamps.get() {
+            stamps.sent(*side, crate::spin::monotonic_ns());
+        }
     }
 
     /// Carries on with frames queued by a send that timed out, for at most `timeout`.
@@ -147,6 +185,7 @@ impl Framed {
         self.check_owner()?;
         let deadline = Instant::now() + timeout;
         let mut out = self.lock_writer(deadline)?;
+        self.note_send();
         out.flush(self.sock.as_fd(), Some(deadline))
     }
 
@@ -241,10 +280,19 @@ impl Framed {
         let budget = if self.spins.load(Ordering::Relaxed) {
             crate::spin::budget()
         } else {
-            Duration::ZERO
+            Budget::Fixed(Duration::ZERO)
         };
         let sock = self.sock.as_fd();
-        let got = crate::spin::read(budget, &self.last_wait, |block| {
+        let stamps = self.stamps.get();
+        let peer = stamps.map(|(stamps, side)| {
+            let peer = match side {
+                Side::Host => Side::Worker,
+                Side::Worker => Side::Host,
+            };
+            move || stamps.last(peer)
+        });
+        let peer = peer.as_ref().map(|f| f as &dyn Fn() -> (u64, u64));
+        let got = crate::spin::read(budget, &self.spin, peer, |block| {
             if block {
                 recv_with_fds(sock, &mut *spare, &mut fds)
             } else {
@@ -261,6 +309,11 @@ impl Framed {
             }
             Err(e) => return Err(e.into()),
         };
+        if n > 0
+            && let Some((stamps, side)) = stamps
+        {
+            stamps.got(*side, crate::spin::monotonic_ns());
+        }
         r.decoder.commit(n, spare_len);
         r.fds.extend(fds);
         if r.fds.len() > 64 {

@@ -13,6 +13,8 @@ use crate::error::LaneError;
 use crate::framed::{Framed, is_timeout};
 use crate::guard::Guard;
 use crate::shm_state::ShmState;
+use crate::signal_page::SignalPage;
+use crate::spin::LaneTiming;
 
 /// Counters for leak checks and status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -49,6 +51,14 @@ impl CallLane {
 
     pub(crate) fn arm(&self, guard: Arc<Guard>) {
         self.framed.arm(guard, "call")
+    }
+
+    /// Notes this side's receipts and sends in the worker's shared page and reads the peer's
+    /// there, so a read that slept judges the peer by how long it took to answer, not by when
+    /// we woke (ADR 0046).
+    pub fn stamp(&self, page: Arc<SignalPage>) {
+        let side = self.shm().side();
+        self.framed.stamp(page, side);
     }
 
     fn shm(&self) -> std::sync::MutexGuard<'_, ShmState> {
@@ -230,6 +240,11 @@ impl CallLane {
     /// with our next frame. Returns the bytes given back (ADR 0028).
     pub fn trim(&self) -> u64 {
         self.shm().trim()
+    }
+
+    /// What this lane knows about its waits: its spin, its wake-ups, both sides' stamps.
+    pub fn timing(&self) -> LaneTiming {
+        self.framed.timing()
     }
 
     pub fn stats(&self) -> LaneStats {

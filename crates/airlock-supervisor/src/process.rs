@@ -52,7 +52,7 @@ pub struct WorkerProcess {
     /// other's answer; holds the last sequence number.
     requests: Arc<Mutex<u64>>,
     heard: Arc<Heard>,
-    signal: SignalPage,
+    signal: Arc<SignalPage>,
 }
 
 impl WorkerProcess {
@@ -75,6 +75,8 @@ impl WorkerProcess {
             name: spec.name.clone(),
         };
         let call = Arc::new(CallLane::from_framed(call, Side::Host, spec.pool.clone()));
+        let signal = Arc::new(l.signal);
+        call.stamp(signal.clone());
         let control = Arc::new(ControlLane::from_framed(control));
         // Input refused on either lane ends this worker (guard.rs).
         let heard = Arc::new(Heard::new());
@@ -127,7 +129,7 @@ impl WorkerProcess {
             hello,
             requests,
             heard,
-            signal: l.signal,
+            signal,
         })
     }
 

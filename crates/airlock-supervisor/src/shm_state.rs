@@ -51,6 +51,10 @@ impl ShmState {
         }
     }
 
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
     pub fn peer_side(&self) -> Side {
         match self.side {
             Side::Host => Side::Worker,

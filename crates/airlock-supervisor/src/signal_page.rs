@@ -9,6 +9,12 @@
 //! atomic, no syscall, no lock. Tying the flag to a call id means an interrupt that arrives as
 //! a call finishes can never stop the next one.
 //!
+//! The page also holds when each side last received and last sent on the call lane
+//! ([`LaneStamps`]): a reader that slept learns from it how long its peer took to answer,
+//! without anybody's wake-up (ADR 0046).
+//! A worker that writes nonsense there changes only whether the host's reads spin, for at most
+//! the spin budget per read.
+//!
 //! The page is a sealed memfd, inherited by the worker on a fixed descriptor
 //! ([`SIGNAL_FD`]), never a name in `/dev/shm`.
 
@@ -16,8 +22,11 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use airlock_wire::Side;
 use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::mm::{MapFlags, ProtFlags};
+
+use crate::spin::LaneStamps;
 
 /// The descriptor on which a worker finds its signal page.
 pub const SIGNAL_FD: i32 = 4;
@@ -26,6 +35,12 @@ pub const SIGNAL_FD: i32 = 4;
 pub const SIGNAL_FD_ENV: &str = "AIRLOCK_SIGNAL_FD";
 
 const PAGE: usize = 4096;
+/// The page's atomics, by index: the interrupt, then each side's last receipt and last send.
+const INTERRUPT: usize = 0;
+const HOST_GOT: usize = 1;
+const HOST_SENT: usize = 2;
+const WORKER_GOT: usize = 3;
+const WORKER_SENT: usize = 4;
 
 /// The host's or the worker's mapping of the shared page.
 pub struct SignalPage {
@@ -111,9 +126,15 @@ impl SignalPage {
         self.fd.as_ref().map(|f| f.as_fd())
     }
 
+    fn slot(&self, i: usize) -> &AtomicU64 {
+        debug_assert!(i <= WORKER_SENT);
+        // SAFETY: the mapping is page-aligned, a page long (`i` stays in its first bytes) and
+        // lives as long as self.
+        unsafe { self.ptr.add(i).as_ref() }
+    }
+
     fn interrupt(&self) -> &AtomicU64 {
-        // SAFETY: the mapping is page-aligned, at least a page long and lives as long as self.
-        unsafe { self.ptr.as_ref() }
+        self.slot(INTERRUPT)
     }
 
     /// Asks the worker to stop call `id` at its next interruption check (host side).
@@ -140,6 +161,30 @@ impl SignalPage {
     /// The call id whose interrupt is pending, 0 if none.
     pub fn pending(&self) -> u64 {
         self.interrupt().load(Ordering::Acquire)
+    }
+}
+
+impl LaneStamps for SignalPage {
+    fn got(&self, side: Side, now_ns: u64) {
+        self.slot(slots(side).0).store(now_ns, Ordering::Release);
+    }
+
+    fn sent(&self, side: Side, now_ns: u64) {
+        self.slot(slots(side).1).store(now_ns, Ordering::Release);
+    }
+
+    fn last(&self, side: Side) -> (u64, u64) {
+        let (got, sent) = slots(side);
+        let sent = self.slot(sent).load(Ordering::Acquire);
+        (self.slot(got).load(Ordering::Acquire), sent)
+    }
+}
+
+/// A side's receipt and send slots.
+fn slots(side: Side) -> (usize, usize) {
+    match side {
+        Side::Host => (HOST_GOT, HOST_SENT),
+        Side::Worker => (WORKER_GOT, WORKER_SENT),
     }
 }
 
@@ -173,6 +218,27 @@ mod tests {
         host.raise(9);
         host.clear(9);
         assert!(!worker.take(9));
+    }
+
+    #[test]
+    fn each_side_reads_when_the_other_last_received_and_sent() {
+        let host = SignalPage::create().unwrap();
+        let dup = host.fd().unwrap().try_clone_to_owned().unwrap();
+        let worker = SignalPage::adopt(dup).unwrap();
+        assert_eq!(host.last(Side::Worker), (0, 0), "never");
+        worker.got(Side::Worker, 40);
+        worker.sent(Side::Worker, 42);
+        host.got(Side::Host, 5);
+        host.sent(Side::Host, 7);
+        assert_eq!(host.last(Side::Worker), (40, 42));
+        assert_eq!(worker.last(Side::Host), (5, 7));
+        host.raise(9);
+        assert_eq!(
+            worker.last(Side::Host),
+            (5, 7),
+            "the interrupt has its own slot"
+        );
+        assert_eq!(worker.pending(), 9);
     }
 
     #[test]

@@ -112,7 +112,7 @@ pub struct WorkerLink {
     /// The call running now and when the last one ended.
     calls: CallState,
     /// Where the host raises an interrupt for the running call, and each side notes its
-    /// sends (ADR 0046).
+    /// receipts and sends (ADR 0046).
     signal: Option<Arc<SignalPage>>,
 }
 

@@ -153,14 +153,18 @@ impl Framed {
         out.flush(self.sock.as_fd(), deadline)
     }
 
-    /// What this lane knows about its waits.
-    pub fn timing(&self) -> crate::spin::LaneTiming {
-        let budget = if self.spins.load(Ordering::Relaxed) {
+    /// This lane's spin budget: the process's for a call lane, none for the others.
+    fn budget(&self) -> Budget {
+        if self.spins.load(Ordering::Relaxed) {
             crate::spin::budget()
         } else {
             Budget::Fixed(Duration::ZERO)
-        };
-        let (spin_ns, wake_ns, last_wait_ns) = self.spin.snapshot(budget);
+        }
+    }
+
+    /// What this lane knows about its waits.
+    pub fn timing(&self) -> crate::spin::LaneTiming {
+        let (spin_ns, wake_ns, last_wait_ns) = self.spin.snapshot(self.budget());
         let stamps = self.stamps.get().map(|(s, _)| s);
         let last = |side| stamps.map(|s| s.last(side)).unwrap_or_default();
         crate::spin::LaneTiming {
@@ -277,11 +281,7 @@ impl Framed {
         let spare = r.decoder.spare(READ_CHUNK);
         let spare_len = spare.len();
         let mut fds = Vec::new();
-        let budget = if self.spins.load(Ordering::Relaxed) {
-            crate::spin::budget()
-        } else {
-            Budget::Fixed(Duration::ZERO)
-        };
+        let budget = self.budget();
         let sock = self.sock.as_fd();
         let stamps = self.stamps.get();
         let peer = stamps.map(|(stamps, side)| {

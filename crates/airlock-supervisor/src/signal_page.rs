@@ -11,8 +11,7 @@
 //!
 //! The page also holds when each side last received and last sent on the call lane
 //! ([`LaneStamps`]): a reader that slept learns from it how long its peer took to answer,
-//! without anybody's wake-up (ADR 0046).
-//! A worker that writes nonsense there changes only whether the host's reads spin, for at most
+//! without anybody's wake-up (ADR 0046). A worker that writes nonsense there changes only whether the host's reads spin, for at most
 //! the spin budget per read.
 //!
 //! The page is a sealed memfd, inherited by the worker on a fixed descriptor
@@ -175,6 +174,8 @@ impl LaneStamps for SignalPage {
 
     fn last(&self, side: Side) -> (u64, u64) {
         let (got, sent) = slots(side);
+        // The send first: a receipt noted between the two loads then reads as an answer not
+        // yet given (no think time), never as a longer one.
         let sent = self.slot(sent).load(Ordering::Acquire);
         (self.slot(got).load(Ordering::Acquire), sent)
     }

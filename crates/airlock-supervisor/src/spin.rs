@@ -18,7 +18,8 @@
 //! shared page), a read that slept judges the peer by how long it took from hearing us to
 //! answering ([`think_time`]), which no sleep is part of. **How long the budget is.** Spinning
 //! pays only while it costs less than the sleep it saves, and what a sleep costs differs by
-//! machine (a few µs on bare metal, 70 µs and more on this project's virtual machine). With
+//! machine and load (a wake-up took 36-50 µs on this project's idle virtual machine, 11-12 µs
+//! while a build kept both its vCPUs busy). With
 //! the stamps a read that slept also measures its wake-up (from the peer's send to our return),
 //! and unless `AIRLOCK_LANE_SPIN_US` fixes the budget, a lane spins for twice what its recent
 //! wake-ups took ([`measured_budget`]: a wake-up and the slow start after it): the classic
@@ -75,11 +76,18 @@ pub fn measured_budget(wake_ns: u64) -> Duration {
     Duration::from_nanos(wake_ns.saturating_mul(2)).clamp(MIN_SPIN, MAX_SPIN)
 }
 
-/// Folds one wake-up (`sample_ns`, capped at [`MAX_SPIN`]: a preempted reader says nothing
-/// about wake-ups) into a lane's running average (0: none yet), which follows about the last
-/// eight.
+/// Folds one wake-up (`sample_ns`) into a lane's running average (0: none yet), which follows
+/// about the last eight. A sample counts for at most four times the average and at most
+/// [`MAX_SPIN`]: a reader that was preempted says little about wake-ups, and a lane that
+/// spins successfully takes no more samples to bring an outlier back down.
 pub fn fold_wake(avg_ns: u64, sample_ns: u64) -> u64 {
-    let sample = sample_ns.min(MAX_SPIN.as_nanos() as u64).max(1);
+    let cap = MAX_SPIN.as_nanos() as u64;
+    let cap = if avg_ns == 0 {
+        cap
+    } else {
+        cap.min(avg_ns.saturating_mul(4))
+    };
+    let sample = sample_ns.min(cap).max(1);
     if avg_ns == 0 {
         sample
     } else {
@@ -271,11 +279,23 @@ mod tests {
         assert_eq!(measured_budget(1), MIN_SPIN);
         assert_eq!(measured_budget(u64::MAX), MAX_SPIN);
         // The average follows the recent wake-ups; one preempted read moves it by at most
-        // an eighth of the cap.
+        // three eighths.
         assert_eq!(fold_wake(0, 80_000), 80_000);
+        assert_eq!(
+            fold_wake(0, u64::MAX),
+            1_000_000,
+            "the first sample: capped at 1 ms"
+        );
         assert_eq!(fold_wake(80_000, 80_000), 80_000);
         assert_eq!(fold_wake(80_000, 0), 70_000);
-        assert_eq!(fold_wake(80_000, u64::MAX), 80_000 - 10_000 + 125_000);
+        assert_eq!(fold_wake(80_000, u64::MAX), 80_000 - 10_000 + 40_000);
+        assert_eq!(fold_wake(400_000, u64::MAX), 400_000 - 50_000 + 125_000);
+        // A real change in what wake-ups cost is followed, upwards too.
+        let mut avg = 12_000;
+        for _ in 0..16 {
+            avg = fold_wake(avg, 60_000);
+        }
+        assert!((50_000..=60_000).contains(&avg), "{avg}");
         let mut avg = 0;
         for _ in 0..64 {
             avg = fold_wake(avg, 8_000);

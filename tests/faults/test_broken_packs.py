@@ -154,6 +154,14 @@ def test_garbage_on_stdout(spawn, fault, leaks, caplog):
                 )
                 run.check_leaks(i, leaks.check([w]))
         w.close()
+        # The forwarding thread emits a line once it ends: an endless line that no later
+        # newline on the same stream ended, at the end of the pipe, which can come after
+        # close() has returned. Wait for it here, while INFO records are still captured.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+            "more bytes of this line dropped" in r.getMessage() for r in caplog.records
+        ):
+            time.sleep(0.05)
     messages = [r.getMessage() for r in caplog.records]
     with run.iteration(run.iterations):
         # Lines without an end are cut, not buffered whole: a pack cannot make the host

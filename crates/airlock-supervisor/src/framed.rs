@@ -44,8 +44,8 @@ pub(crate) struct Framed {
     /// ([`crate::spin::read`]).
     spin: SpinState,
     /// Where this side notes its receipts and sends and reads the peer's (call lanes with a
-    /// shared page, ADR 0046), and which side this is.
-    stamps: OnceLock<(Arc<dyn LaneStamps>, Side)>,
+    /// shared page, ADR 0046): the stamps, our side, the peer's.
+    stamps: OnceLock<(Arc<dyn LaneStamps>, Side, Side)>,
 }
 
 struct Reader {
@@ -76,10 +76,10 @@ impl Framed {
         }
     }
 
-    /// Notes every receipt and send of this lane as `side`'s in `stamps`, and reads the
-    /// peer's there to judge how long it took to answer a read that slept ([`crate::spin`]).
-    pub fn stamp(&self, stamps: Arc<dyn LaneStamps>, side: Side) {
-        let _ = self.stamps.set((stamps, side));
+    /// Notes every receipt and send of this lane as `side`'s in `stamps`, and reads `peer`'s
+    /// there to judge how long it took to answer a read that slept ([`crate::spin`]).
+    pub fn stamp(&self, stamps: Arc<dyn LaneStamps>, side: Side, peer: Side) {
+        let _ = self.stamps.set((stamps, side, peer));
     }
 
     /// Makes this lane's reads spin briefly before they sleep ([`crate::spin`]).
@@ -165,7 +165,7 @@ impl Framed {
     /// What this lane knows about its waits.
     pub fn timing(&self) -> crate::spin::LaneTiming {
         let (spin_ns, wake_ns, last_wait_ns) = self.spin.snapshot(self.budget());
-        let stamps = self.stamps.get().map(|(s, _)| s);
+        let stamps = self.stamps.get().map(|(s, ..)| s);
         let last = |side| stamps.map(|s| s.last(side)).unwrap_or_default();
         crate::spin::LaneTiming {
             spin_ns,
@@ -179,7 +179,7 @@ impl Framed {
     /// Notes that we send now: before the bytes go, so the peer never reads an older stamp
     /// with them.
     fn note_send(&self) {
-        if let Some((stamps, side)) = self.stamps.get() {
+        if let Some((stamps, side, _)) = self.stamps.get() {
             stamps.sent(*side, crate::spin::monotonic_ns());
         }
     }
@@ -284,13 +284,7 @@ impl Framed {
         let budget = self.budget();
         let sock = self.sock.as_fd();
         let stamps = self.stamps.get();
-        let peer = stamps.map(|(stamps, side)| {
-            let peer = match side {
-                Side::Host => Side::Worker,
-                Side::Worker => Side::Host,
-            };
-            move || stamps.last(peer)
-        });
+        let peer = stamps.map(|(stamps, _, peer)| move || stamps.last(*peer));
         let peer = peer.as_ref().map(|f| f as &dyn Fn() -> (u64, u64));
         let got = crate::spin::read(budget, &self.spin, peer, |block| {
             if block {
@@ -310,7 +304,7 @@ impl Framed {
             Err(e) => return Err(e.into()),
         };
         if n > 0
-            && let Some((stamps, side)) = stamps
+            && let Some((stamps, side, _)) = stamps
         {
             stamps.got(*side, crate::spin::monotonic_ns());
         }

@@ -57,8 +57,11 @@ impl CallLane {
     /// there, so a read that slept judges the peer by how long it took to answer, not by when
     /// we woke (ADR 0046).
     pub fn stamp(&self, page: Arc<SignalPage>) {
-        let side = self.shm().side();
-        self.framed.stamp(page, side);
+        let (side, peer) = {
+            let shm = self.shm();
+            (shm.side(), shm.peer_side())
+        };
+        self.framed.stamp(page, side, peer);
     }
 
     fn shm(&self) -> std::sync::MutexGuard<'_, ShmState> {

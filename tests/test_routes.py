@@ -169,16 +169,32 @@ def test_routes_mount_as_the_pack_made_them(caplog):
 
 
 class _Pack:
-    def __init__(self, name: str, reply=None, error: Exception | None = None) -> None:
+    """The host's view of a pack (IsolatedPack's ``alive`` and ``call``): any call to a pack
+    with no worker running first starts one, taking ``start_s``; a request is answered with
+    the time it had left when it arrived, as the worker's ``serve`` measures it."""
+
+    def __init__(
+        self, name: str, reply=None, error: Exception | None = None, start_s: float | None = None
+    ) -> None:
         self.name = name
         self.reply = reply
         self.error = error
+        self.start_s = start_s
         self.calls: list = []
+        self.left: list[float] = []
 
-    def call(self, target: str, req: dict):
-        self.calls.append((target, req))
+    def alive(self) -> bool:
+        return self.start_s is None
+
+    def call(self, target: str, *args):
+        if self.start_s is not None:
+            time.sleep(self.start_s)
+            self.start_s = None
+        self.calls.append((target, *args))
         if self.error is not None:
             raise self.error
+        if target == host_routes.TARGET:
+            self.left.append(args[0]["expires"] - time.time())
         return self.reply
 
 
@@ -206,7 +222,7 @@ def test_the_host_returns_what_the_worker_answered():
     status, headers, body = asyncio.run(_through_host(pack, "POST", "/r?z=1"))
     assert (status, body) == (201, b"hi")
     assert headers["Content-Type"] == "text/x-test" and headers["X-A"] == "1"
-    ((target, req),) = pack.calls
+    ((target, req),) = pack.calls  # a running worker: no start first
     assert target == host_routes.TARGET
     assert (req["method"], req["path"], req["body"]) == ("POST", "/r?z=1", b"payload")
     assert ["X-In", "1"] in req["headers"]
@@ -217,6 +233,35 @@ def test_a_worker_that_cannot_answer_is_a_502_naming_the_pack():
     status, _, body = asyncio.run(_through_host(pack, "GET", "/r"))
     assert status == 502
     assert b"pack 'unit-dead' could not answer GET /r: RuntimeError: worker" in body
+
+
+_SMALL = {"status": 200, "reason": None, "headers": [], "body": b"up"}
+
+
+def test_a_cold_start_is_not_the_handlers_time(monkeypatch):
+    # A start that takes most of the bound: the request still reaches the handler with the
+    # whole bound ahead of it (CI's loaded machine spent all 30 s of one on a start).
+    monkeypatch.setattr(host_routes, "timeout", lambda: 1.0)
+    pack = _Pack("unit-cold", _SMALL, start_s=0.8)
+    status, _, body = asyncio.run(_through_host(pack, "GET", "/r"))
+    assert (status, body) == (200, b"up")
+    assert [c[0] for c in pack.calls] == [host_routes.WARM, host_routes.TARGET]
+    assert pack.left[0] > 0.9, pack.left
+
+
+def test_a_start_past_its_bound_is_a_504_and_goes_on(monkeypatch):
+    monkeypatch.setattr(host_routes, "timeout", lambda: 1.0)
+    pack = _Pack("unit-slow", _SMALL, start_s=2.0)
+    t0 = time.monotonic()
+    status, _, body = asyncio.run(_through_host(pack, "GET", "/r"))
+    assert time.monotonic() - t0 < 1.8
+    assert status == 504
+    assert b"pack 'unit-slow''s worker did not start within 1 s for GET /r" in body
+    deadline = time.monotonic() + 10
+    while not pack.alive():  # the start was not abandoned: the next request finds it up
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert asyncio.run(_through_host(pack, "GET", "/r"))[0] == 200
 
 
 def test_queue_items_reach_a_worker_without_their_secrets():

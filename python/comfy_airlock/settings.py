@@ -312,7 +312,8 @@ class Settings:
         "AIRLOCK_ROUTE_TIMEOUT",
         _interval,
         60.0,
-        "seconds a forwarded request to a pack's route may take (at least 1)",
+        "seconds a forwarded request to a pack's route may take (at least 1); a worker "
+        "started for the request has as long again to start",
         shown="`60`",
     )
     route_max_bytes: int = knob(

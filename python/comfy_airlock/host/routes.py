@@ -12,7 +12,10 @@ request starts it.
 A request is read whole (ComfyUI's ``--max-upload-size`` bounds it), sent to the worker as
 method, raw path, raw headers and body (plain values, no pickle), answered there by the real
 handler, and its status, headers and body come back. The call runs on a thread of our own,
-never on ComfyUI's event loop, and is bounded by the ``route_timeout_s`` setting.
+never on ComfyUI's event loop, and is bounded by the ``route_timeout_s`` setting. A request
+that finds no worker running first starts one (spawned, the pack imported) and waits for that
+start at most as long again: a cold start is not the handler's time, and on a loaded machine
+it alone can take the whole bound (30 s in CI), so the request would come too late for any.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from comfy_airlock import settings
-from comfy_airlock.host.pack import IsolatedPack
+from comfy_airlock.host.pack import WARM, IsolatedPack
 from comfy_airlock.host.server_bridge import prompt_server
 
 log = logging.getLogger("comfy_airlock")
@@ -44,7 +47,8 @@ _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="airlock-route")
 
 
 def timeout() -> float:
-    """Seconds a forwarded request may take, waiting for the worker included."""
+    """Seconds a forwarded request may take once a worker runs, waiting for the lane included
+    (a worker started for the request has as long again to start)."""
     return max(1.0, settings.get().route_timeout_s)
 
 
@@ -137,6 +141,17 @@ async def _forward(name: str, request: Any) -> Any:
         return _error(web, 502, f"pack {name!r} is not loaded; {where} has no handler")
     body = await request.read()
     bound = timeout()
+    loop = asyncio.get_running_loop()
+    if not pack.alive():
+        try:  # the start goes on after a timeout here: the next request finds the worker up
+            await asyncio.wait_for(loop.run_in_executor(_POOL, pack.call, WARM), bound)
+        except asyncio.TimeoutError:
+            msg = f"pack {name!r}'s worker did not start within {bound:.0f} s for {where}"
+            return _error(
+                web, 504, f"{msg} ({settings.ENV['route_timeout_s']}); it goes on starting"
+            )
+        except Exception as e:
+            return _failed(web, name, where, e)
     req = {
         "method": request.method,
         "path": request.raw_path,
@@ -145,7 +160,6 @@ async def _forward(name: str, request: Any) -> Any:
         # The worker does not start a request the host has given up on.
         "expires": time.time() + bound,
     }
-    loop = asyncio.get_running_loop()
     try:
         reply = await asyncio.wait_for(
             loop.run_in_executor(_POOL, pack.call, TARGET, req), bound + 5
@@ -154,10 +168,14 @@ async def _forward(name: str, request: Any) -> Any:
         msg = f"pack {name!r} did not answer {where} within {bound:.0f} s ({settings.ENV['route_timeout_s']})"
         return _error(web, 504, msg)
     except Exception as e:
-        first = f"{type(e).__name__}: {e}".splitlines()[0][:500]
-        log.error("[comfy-airlock] pack %r could not answer %s: %s", name, where, first)
-        return _error(web, 502, f"pack {name!r} could not answer {where}: {first}")
+        return _failed(web, name, where, e)
     return _response(web, reply, request.method)
+
+
+def _failed(web: Any, name: str, where: str, e: Exception) -> Any:
+    first = f"{type(e).__name__}: {e}".splitlines()[0][:500]
+    log.error("[comfy-airlock] pack %r could not answer %s: %s", name, where, first)
+    return _error(web, 502, f"pack {name!r} could not answer {where}: {first}")
 
 
 def _error(web: Any, status: int, text: str) -> Any:

@@ -13,6 +13,13 @@ Prints one JSON line per round (medians in µs) and the differences that price e
 - ``compute``: the fresh input, ``x * 1`` computed and dropped in the worker;
 - ``fresh``: the row itself (``times_one``);
 - floors: ``x1`` (``x * 1`` here), ``copy`` (one memcpy of the size into a pre-faulted buffer).
+
+and, for each call, where its time went, from the stamps both sides put in the page they share
+(``Worker.lane_timing()``, ADR 0046; ``CLOCK_MONOTONIC``, the clock ``time.monotonic_ns``
+reads): ``encode`` (the call made to the host's send: the tensor encoded and copied),
+``to_worker`` (its send to the worker's receipt), ``worker`` (the worker's receipt to its
+send: decoding, the function, encoding), ``to_host``, ``decode`` (the host's receipt to the
+call's return). Medians in µs, under ``phases``.
 """
 
 from __future__ import annotations
@@ -25,6 +32,21 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
+
+
+PHASES = ("encode", "to_worker", "worker", "to_host", "decode")
+
+
+def _split(lane: dict, t0: int, t1: int) -> dict[str, int]:
+    """One call's time by phase, in ns, from its lane's stamps (the last send and receipt of
+    each side were this call's: nothing else crosses the lane between calls here)."""
+    return {
+        "encode": lane["host_sent_ns"] - t0,
+        "to_worker": lane["worker_got_ns"] - lane["host_sent_ns"],
+        "worker": lane["worker_sent_ns"] - lane["worker_got_ns"],
+        "to_host": lane["host_got_ns"] - lane["worker_sent_ns"],
+        "decode": t1 - lane["host_got_ns"],
+    }
 
 
 def main() -> None:
@@ -44,14 +66,20 @@ def main() -> None:
     w.call("bench_targets:import_torch")
     clock = time.perf_counter_ns
 
+    phases: dict[str, dict[str, float]] = {}
+
     def calls(fn: str, fresh: bool | None) -> float:
-        ns = []
+        ns, split = [], []
         for _ in range(args.calls):
             x = src.clone() if fresh else src
-            t0 = clock()
+            t0 = time.monotonic_ns()
             y = w.call(f"bench_targets:{fn}", x) if fresh is not None else w.call(fn)
-            ns.append(clock() - t0)
+            t1 = time.monotonic_ns()
+            ns.append(t1 - t0)
+            split.append(_split(w.lane_timing(), t0, t1))
             del x, y
+        name = "noop" if fresh is None else fn if fresh else f"{fn} (same tensor)"
+        phases[name] = {k: round(statistics.median(p[k] for p in split) / 1e3, 1) for k in PHASES}
         return statistics.median(ns) / 1e3
 
     def here(f) -> float:
@@ -85,7 +113,7 @@ def main() -> None:
             "fresh_to_two_copy_floor": round(m["fresh"] / (floor + m["copy"]), 2),
             "two_copy_floor_to_floor": round((floor + m["copy"]) / floor, 2),
         }
-        print(json.dumps({"round": r, "us": m, "parts": parts}), flush=True)
+        print(json.dumps({"round": r, "us": m, "parts": parts, "phases": phases}), flush=True)
     w.close()
 
 

@@ -204,6 +204,10 @@ def _numpy_name(dtype) -> str:
     raise TypeError(f"numpy arrays of dtype {dtype} cannot cross the boundary")
 
 
+# torch.dtype -> its name in _TORCH_NAMES, as each is first sent (a lookup, not a str() per
+# tensor).
+_TORCH_DTYPES: dict[Any, str] = {}
+
 # --- layout ---------------------------------------------------------------------------------
 
 
@@ -255,9 +259,14 @@ def _layout(shape, strides) -> tuple[int, bool]:
 _RECEIVED_KEY = "received"
 
 
+# The weak references whose callbacks give received regions back, kept alive until they run
+# (a weak reference that dies first never calls back): id -> reference.
+_WATCHING: dict[int, weakref.ref] = {}
+
+
 def _remember(lane, buf: ctypes.Array, region) -> None:
     """Records ``buf`` as a live view of the peer's ``region`` until it dies, and gives the
-    region back then (one finalizer for both: this runs for every tensor received)."""
+    region back then (one callback for both: this runs for every tensor received)."""
     # Several live buffers can share an address (a region handed back and forth): the entry
     # goes when the last of them does.
     received = lane.mappings.setdefault(_RECEIVED_KEY, {})
@@ -266,7 +275,16 @@ def _remember(lane, buf: ctypes.Array, region) -> None:
     if entry is None or entry[0] != region:
         entry = received[addr] = [region, 0]
     entry[1] += 1
-    weakref.finalize(buf, _released, lane, received, addr, entry)
+
+    # A weak reference with a callback, not weakref.finalize: a third of the cost, on every
+    # tensor received (finalize also registers for the interpreter's exit, where a region
+    # given back no longer matters: the peer's pool frees all of ours when we are gone).
+    def gone(ref: weakref.ref) -> None:
+        del _WATCHING[id(ref)]
+        _released(lane, received, addr, entry)
+
+    ref = weakref.ref(buf, gone)
+    _WATCHING[id(ref)] = ref
 
 
 def _released(lane, received: dict, addr: int, entry: list) -> None:
@@ -371,9 +389,12 @@ def _encode_torch(lane, torch, t):
             return ("x", cuda_ipc.CODEC, payload)
         # Else through host memory: copied from the card straight into the region below (not
         # into fresh host memory first), and by the peer from there onto its card.
-    dtype = str(t.dtype).removeprefix("torch.")
-    if dtype not in _TORCH_NAMES:
-        raise TypeError(f"tensors of dtype {t.dtype} cannot cross the boundary")
+    dtype = _TORCH_DTYPES.get(t.dtype)
+    if dtype is None:
+        dtype = str(t.dtype).removeprefix("torch.")
+        if dtype not in _TORCH_NAMES:
+            raise TypeError(f"tensors of dtype {t.dtype} cannot cross the boundary")
+        _TORCH_DTYPES[t.dtype] = dtype
     shape = tuple(t.shape)
     if t.numel() == 0:
         return ("t", "torch", dtype, shape, _contiguous_strides(shape), None, device)
@@ -490,7 +511,10 @@ def decode_tensor(lane, kind, dtype, shape, strides, region, device):
     span, contiguous = _layout(shape, strides)
     if torch is not None:
         flat = torch.frombuffer(buf, dtype=getattr(torch, dtype), count=span)
-        out = flat.view(shape) if contiguous else flat.as_strided(shape, strides)
+        if contiguous:  # a 1-d tensor is ``flat`` itself (a view costs microseconds)
+            out = flat if len(shape) == 1 else flat.view(shape)
+        else:
+            out = flat.as_strided(shape, strides)
         if device != "cpu" and _device_available(torch, device):
             out = out.to(device)
         return out

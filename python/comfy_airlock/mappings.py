@@ -177,10 +177,9 @@ def _region_buffer(lane, region) -> ctypes.Array:
 def written_privately(lane, region, addr: int, nbytes: int) -> bool:
     """Whether ``[addr, addr + nbytes)``, a view of ``region``, holds pages this process wrote
     through a private mapping of a frozen segment (then the segment does not hold its bytes)."""
-    side, segment = region[0], region[1]
-    with _LOCK:
-        if (side, segment) not in lane.mappings.get(_FROZEN_KEY, {}):
-            return False
+    # One lookup, atomic under the GIL: no lock (this runs for every tensor passed back).
+    if (region[0], region[1]) not in lane.mappings.get(_FROZEN_KEY, {}):
+        return False
     pages = _native.private_pages(addr, nbytes)
     return pages is None or bool(pages)
 

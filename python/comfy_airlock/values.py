@@ -237,6 +237,9 @@ def _span(shape, strides) -> int:
 def _layout(shape, strides) -> tuple[int, bool]:
     """``(_span(shape, strides), strides == _contiguous_strides(shape))`` in one pass (every
     received tensor asks both)."""
+    if len(shape) == 1:  # the most common shape of all, without the loop
+        n, s = shape[0], strides[0]
+        return 1 + (n - 1) * s, s == 1
     span, acc, contiguous = 1, 1, True
     for n, s in zip(reversed(shape), reversed(strides), strict=True):
         span += (n - 1) * s
@@ -408,18 +411,19 @@ def _encode_torch(lane, torch, t):
         span = _span(shape, strides)
         dense = strides == tuple(t.stride())
     nbytes = span * t.element_size()
+    side = lane.side
     if on_cpu and dense and t.storage_offset() == 0:
         back = _received(lane, t.untyped_storage().data_ptr(), nbytes)
         if back is not None:
             return ("t", "torch", dtype, shape, strides, back, device)
-    if on_cpu and dense and lane.side == _HOST and t.data_ptr() == src.data_ptr():
+    if on_cpu and dense and side == _HOST and t.data_ptr() == src.data_ptr():
         # Inference tensors (ComfyUI runs nodes under inference_mode) keep no version
         # counter: the write watch alone decides for them.
         version = 0 if t.is_inference() else t._version
         region = kept.region_for(lane, src, t.data_ptr(), nbytes, version)
         if region is not None:
             return ("t", "torch", dtype, shape, strides, region, device)
-    if on_cpu and dense and lane.side == _WORKER and t.storage_offset() == 0:
+    if on_cpu and dense and side == _WORKER and t.storage_offset() == 0:
         # Written by the node's kernel straight into our pool (ADR 0044): sent as it is.
         region = lane.born(t.data_ptr(), nbytes)
         if region is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -135,6 +136,23 @@ def test_a_node_past_its_packs_call_deadline_fails_the_prompt(server):
     assert took < 30, took
     fast = {"1": {"class_type": "AirlockSlowNode", "inputs": {"seconds": 0.1}}}
     assert server.run(fast)["outputs"]["1"]["text"] == ["slept 0.1"]
+
+
+def test_a_new_worker_imports_the_pack_before_the_nodes_deadline_starts(server):
+    # deadline-nodes takes 2 s to import, more than its 1.5 s deadline: a node that is the
+    # first of a new worker runs all the same.
+    fast = {"1": {"class_type": "AirlockSlowNode", "inputs": {"seconds": 0.1}}}
+    server.run(fast)
+    before = _worker(server, "deadline-nodes")
+    os.kill(before["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while _worker(server, "deadline-nodes")["state"] == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    entry = server.run(fast, check=False)
+    assert execution_error(entry) is None, execution_error(entry)
+    assert entry["outputs"]["1"]["text"] == ["slept 0.1"]
+    assert _worker(server, "deadline-nodes")["generation"] == before["generation"] + 1
 
 
 # --- every way a pack reaches the check -----------------------------------------------------

@@ -79,6 +79,8 @@ class IsolatedPack:
     holds: list[int] = field(default_factory=list)
     _worker: Worker | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # The worker generation known to have imported the pack (a call to it returned).
+    _imported: int | None = None
 
     @classmethod
     def from_env(
@@ -225,15 +227,20 @@ class IsolatedPack:
         RAM.push_headroom(self)
         self.busy += 1
         try:
+            w = self.worker()
             if not node:
-                result = self.worker().call(target, *args)
+                result = w.call(target, *args)
             else:
-                result = self.worker().run(
+                if self.call_deadline is not None:
+                    self._import_first(w)
+                result = w.run(
                     target,
                     args,
                     interrupted=_host_interrupted(),
                     deadline=self.call_deadline,
                 )
+            if node or target == WARM:
+                self._imported = w.generation
             mismatch = LEDGER.mismatched.get(self.name)
             if mismatch is not None:
                 raise mismatch  # its report said so during the call: nothing it holds is booked
@@ -252,6 +259,17 @@ class IsolatedPack:
             if self.busy == 0 and self.holds:
                 admission.release(self)
             self.stats.busy_s += time.perf_counter() - t0
+
+    def _import_first(self, w: Worker) -> None:
+        """A node's ``call-deadline`` is the node's: a worker that has not imported the pack
+        yet (just started, or started again after a death) imports it first, stoppable by
+        ComfyUI's cancel but on no deadline. Else a pack whose import outlasts its deadline
+        would fail its first node in every new worker, and the deadline kill would start
+        another one to fail the same way."""
+        if w.alive and w.generation == self._imported:
+            return
+        w.run(WARM, (), interrupted=_host_interrupted())
+        self._imported = w.generation
 
     def _on_event(self, topic: str, payload: Any) -> Any:
         return events.route(self, topic, payload)

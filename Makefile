@@ -82,6 +82,7 @@ bench: build
 	$(BENCH_PY) bench/compare.py
 	OMP_WAIT_POLICY=PASSIVE $(BENCH_PY) bench/compare.py --rounds 3 --cases $(FRESH_CASES) \
 		--out bench/out/compare-host-passive.json
+	$(BENCH_PY) bench/fresh_parts.py > bench/out/fresh_parts.jsonl
 	$(VENV_ENV) $(PY) bench/threads.py
 	OMP_WAIT_POLICY=PASSIVE $(VENV_ENV) $(PY) bench/threads.py --out bench/out/threads-host-passive.json
 	$(VENV_ENV) $(PY) bench/cold_start.py

@@ -12,7 +12,8 @@ Prints one JSON line per round (medians in µs) and the differences that price e
 - ``output``: the fresh input and a fresh output not computed (``empty_like``);
 - ``compute``: the fresh input, ``x * 1`` computed and dropped in the worker;
 - ``fresh``: the row itself (``times_one``);
-- floors: ``x1`` (``x * 1`` here), ``copy`` (one memcpy of the size into a pre-faulted buffer).
+- floors: ``x1`` (``x * 1`` here), ``copy`` (one memcpy of the size into a pre-faulted buffer);
+- ``x1_in_worker``: ``x * 1`` timed inside the worker, during the row's calls.
 
 and, for each call, where its time went, from the stamps both sides put in the page they share
 (``Worker.lane_timing()``, ADR 0046; ``CLOCK_MONOTONIC``, the clock ``time.monotonic_ns``
@@ -82,6 +83,15 @@ def main() -> None:
         phases[name] = {k: round(statistics.median(p[k] for p in split) / 1e3, 1) for k in PHASES}
         return statistics.median(ns) / 1e3
 
+    def in_worker() -> float:
+        ns = []
+        for _ in range(args.calls):
+            x = src.clone()
+            y, took = w.call("bench_targets:times_one_timed", x)
+            ns.append(took)
+            del x, y
+        return statistics.median(ns) / 1e3
+
     def here(f) -> float:
         ns = []
         for _ in range(args.calls):
@@ -100,6 +110,7 @@ def main() -> None:
             "output": calls("empty_like", True),
             "compute": calls("times_one_kept", True),
             "fresh": calls("times_one", True),
+            "x1_in_worker": in_worker(),
             "x1": here(lambda x: x * 1),
             "copy": here(lambda x: dst.copy_(x)),
         }

@@ -251,6 +251,7 @@ def test_a_cold_start_is_not_the_handlers_time(monkeypatch):
 
 def test_a_start_past_its_bound_is_a_504_and_goes_on(monkeypatch):
     monkeypatch.setattr(host_routes, "timeout", lambda: 1.0)
+    monkeypatch.setattr(host_routes, "CONNECT_TIMEOUT_S", 0.0)
     pack = _Pack("unit-slow", _SMALL, start_s=2.0)
     t0 = time.monotonic()
     status, _, body = asyncio.run(_through_host(pack, "GET", "/r"))

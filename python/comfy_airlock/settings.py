@@ -313,7 +313,7 @@ class Settings:
         _interval,
         60.0,
         "seconds a forwarded request to a pack's route may take (at least 1); a worker "
-        "started for the request has as long again to start",
+        "started for the request has as long again, plus 60 s, to start",
         shown="`60`",
     )
     route_max_bytes: int = knob(

@@ -27,6 +27,11 @@ _now = time.monotonic
 _STRIP = ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONEXECUTABLE", "__PYVENV_LAUNCHER__")
 
 
+#: Seconds a new worker process has to connect back (its interpreter started, its preload
+#: imported) before its start fails, unless a ``Worker`` is given another.
+CONNECT_TIMEOUT_S = 60.0
+
+
 class Worker:
     """A persistent worker process running another Python interpreter.
 
@@ -73,7 +78,7 @@ class Worker:
         env: Mapping[str, str] | InheritEnv | None = None,
         name: str | None = None,
         cwd: str | os.PathLike[str] | None = None,
-        connect_timeout: float = 60.0,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
         on_event: Callable[[str, Any], None] | None = None,
         liveness: tuple[float, float | None] | None = None,
         signal_after: float | None = 5.0,

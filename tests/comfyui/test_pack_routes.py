@@ -56,7 +56,9 @@ def fetch(ui: ComfyUI, method: str, path: str, body: bytes | None = None, header
     """(status, reason, headers, body) of one request; HTTP errors are answers too."""
     req = urllib.request.Request(ui.url + path, data=body, method=method, headers=headers or {})
     try:
-        with urllib.request.urlopen(req, timeout=ROUTE_TIMEOUT + 60) as r:
+        # The server's longest answer: a worker's start (the bound plus 60 s to connect), then
+        # the handler (the bound plus 5 s), with room to spare.
+        with urllib.request.urlopen(req, timeout=2 * ROUTE_TIMEOUT + 95) as r:
             return r.status, r.reason, r.headers, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.reason, e.headers, e.read()

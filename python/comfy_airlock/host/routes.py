@@ -14,8 +14,9 @@ method, raw path, raw headers and body (plain values, no pickle), answered there
 handler, and its status, headers and body come back. The call runs on a thread of our own,
 never on ComfyUI's event loop, and is bounded by the ``route_timeout_s`` setting. A request
 that finds no worker running first starts one (spawned, the pack imported) and waits for that
-start at most as long again: a cold start is not the handler's time, and on a loaded machine
-it alone can take the whole bound (30 s in CI), so the request would come too late for any.
+start for the same bound plus the time a new worker has to connect (``CONNECT_TIMEOUT_S``):
+a cold start is not the handler's time, and on a loaded machine it alone took more than the
+whole bound (30 s in CI), so the request came too late for any.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 from comfy_airlock import settings
 from comfy_airlock.host.pack import WARM, IsolatedPack
 from comfy_airlock.host.server_bridge import prompt_server
+from comfy_airlock.supervisor import CONNECT_TIMEOUT_S
 
 log = logging.getLogger("comfy_airlock")
 
@@ -48,7 +50,7 @@ _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="airlock-route")
 
 def timeout() -> float:
     """Seconds a forwarded request may take once a worker runs, waiting for the lane included
-    (a worker started for the request has as long again to start)."""
+    (a worker started for the request has this plus ``CONNECT_TIMEOUT_S`` to start)."""
     return max(1.0, settings.get().route_timeout_s)
 
 
@@ -143,10 +145,11 @@ async def _forward(name: str, request: Any) -> Any:
     bound = timeout()
     loop = asyncio.get_running_loop()
     if not pack.alive():
+        start = bound + CONNECT_TIMEOUT_S
         try:  # the start goes on after a timeout here: the next request finds the worker up
-            await asyncio.wait_for(loop.run_in_executor(_POOL, pack.call, WARM), bound)
+            await asyncio.wait_for(loop.run_in_executor(_POOL, pack.call, WARM), start)
         except asyncio.TimeoutError:
-            msg = f"pack {name!r}'s worker did not start within {bound:.0f} s for {where}"
+            msg = f"pack {name!r}'s worker did not start within {start:.0f} s for {where}"
             return _error(
                 web, 504, f"{msg} ({settings.ENV['route_timeout_s']}); it goes on starting"
             )

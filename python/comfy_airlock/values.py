@@ -282,9 +282,11 @@ def _remember(lane, buf: ctypes.Array, region) -> None:
     # A weak reference with a callback, not weakref.finalize: a third of the cost, on every
     # tensor received (finalize also registers for the interpreter's exit, where a region
     # given back no longer matters: the peer's pool frees all of ours when we are gone).
-    def gone(ref: weakref.ref) -> None:
-        del _WATCHING[id(ref)]
-        _released(lane, received, addr, entry)
+    # The callback holds what it needs itself: it may run while the interpreter tears down
+    # this module's globals.
+    def gone(ref: weakref.ref, watching=_WATCHING, released=_released) -> None:
+        watching.pop(id(ref), None)
+        released(lane, received, addr, entry)
 
     ref = weakref.ref(buf, gone)
     _WATCHING[id(ref)] = ref

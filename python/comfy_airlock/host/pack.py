@@ -265,7 +265,7 @@ class IsolatedPack:
         yet (just started, or started again after a death) imports it first, stoppable by
         ComfyUI's cancel but on no deadline. Else a pack whose import outlasts its deadline
         would fail its first node in every new worker, and the deadline kill would start
-        another one to fail the same way."""
+        another one to fail the same way (ADR 0047)."""
         if w.alive and w.generation == self._imported:
             return
         w.run(WARM, (), interrupted=_host_interrupted())

@@ -16,7 +16,7 @@ never on ComfyUI's event loop, and is bounded by the ``route_timeout_s`` setting
 that finds no worker running first starts one (spawned, the pack imported) and waits for that
 start for the same bound plus the time a new worker has to connect (``CONNECT_TIMEOUT_S``):
 a cold start is not the handler's time, and on a loaded machine it alone took more than the
-whole bound (30 s in CI), so the request came too late for any.
+whole bound (30 s in CI), so the request came too late for any (ADR 0047).
 """
 
 from __future__ import annotations

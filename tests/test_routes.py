@@ -265,6 +265,27 @@ def test_a_start_past_its_bound_is_a_504_and_goes_on(monkeypatch):
     assert asyncio.run(_through_host(pack, "GET", "/r"))[0] == 200
 
 
+def test_starting_workers_do_not_keep_a_running_packs_request_waiting(monkeypatch):
+    # More packs starting at once than the route pool has threads (a page that asks each
+    # pack's routes as it loads): a request to a pack whose worker runs is answered at once.
+    monkeypatch.setattr(host_routes, "timeout", lambda: 1.0)
+    monkeypatch.setattr(host_routes, "CONNECT_TIMEOUT_S", 5.0)
+    cold = [_Pack(f"unit-cold{i}", _SMALL, start_s=1.5) for i in range(5)]
+    warm = _Pack("unit-warm", _SMALL)
+
+    async def both():
+        starting = [asyncio.create_task(_through_host(p, "GET", "/r")) for p in cold]
+        await asyncio.sleep(0.3)
+        t0 = time.monotonic()
+        status = (await _through_host(warm, "GET", "/r"))[0]
+        took = time.monotonic() - t0
+        return status, took, [r[0] for r in await asyncio.gather(*starting)]
+
+    status, took, started = asyncio.run(both())
+    assert status == 200 and took < 0.5, took
+    assert started == [200] * 5
+
+
 def test_queue_items_reach_a_worker_without_their_secrets():
     item = (3, "pid-1", {"1": {}}, {"client_id": "c"}, ["1"], {"api_key_comfy_org": "k"})
     running = [item]

@@ -13,8 +13,8 @@ A request is read whole (ComfyUI's ``--max-upload-size`` bounds it), sent to the
 method, raw path, raw headers and body (plain values, no pickle), answered there by the real
 handler, and its status, headers and body come back. The call runs on a thread of our own,
 never on ComfyUI's event loop, and is bounded by the ``route_timeout_s`` setting. A request
-that finds no worker running first starts one (spawned, the pack imported) and waits for that
-start for the same bound plus the time a new worker has to connect (``CONNECT_TIMEOUT_S``):
+that finds no worker running first starts one (spawned, the pack imported; on a thread pool
+of its own) and waits for that start for the same bound plus the time a new worker has to connect (``CONNECT_TIMEOUT_S``):
 a cold start is not the handler's time, and on a loaded machine it alone took more than the
 whole bound (30 s in CI), so the request came too late for any (ADR 0047).
 """
@@ -46,6 +46,9 @@ _CURRENT: dict[str, IsolatedPack] = {}
 _PENDING: dict[str, list[dict[str, Any]]] = {}
 _MOUNTED: set[str] = set()
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="airlock-route")
+# Cold starts wait on threads of their own: a start can take a minute, and packs whose workers
+# are starting must not keep the requests of running ones waiting for a thread.
+_STARTS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="airlock-route-start")
 
 
 def timeout() -> float:
@@ -147,7 +150,7 @@ async def _forward(name: str, request: Any) -> Any:
     if not pack.alive():
         start = bound + CONNECT_TIMEOUT_S
         try:  # the start goes on after a timeout here: the next request finds the worker up
-            await asyncio.wait_for(loop.run_in_executor(_POOL, pack.call, WARM), start)
+            await asyncio.wait_for(loop.run_in_executor(_STARTS, pack.call, WARM), start)
         except asyncio.TimeoutError:
             msg = f"pack {name!r}'s worker did not start within {start:.0f} s for {where}"
             return _error(

@@ -279,7 +279,7 @@ def _remember(lane, buf: ctypes.Array, region) -> None:
         entry = received[addr] = [region, 0]
     entry[1] += 1
 
-    # A weak reference with a callback, not weakref.finalize: a third of the cost, on every
+    # A weak reference with a callback, not weakref.finalize: about half the cost, on every
     # tensor received (finalize also registers for the interpreter's exit, where a region
     # given back no longer matters: the peer's pool frees all of ours when we are gone).
     # The callback holds what it needs itself: it may run while the interpreter tears down

@@ -169,7 +169,7 @@ def test_routes_mount_as_the_pack_made_them(caplog):
 
 
 class _Pack:
-    """The host's view of a pack (IsolatedPack's ``alive`` and ``call``): any call to a pack
+    """The host's view of a pack (IsolatedPack's ``imported`` and ``call``): any call to a pack
     with no worker running first starts one, taking ``start_s``; a request is answered with
     the time it had left when it arrived, as the worker's ``serve`` measures it."""
 
@@ -183,7 +183,7 @@ class _Pack:
         self.calls: list = []
         self.left: list[float] = []
 
-    def alive(self) -> bool:
+    def imported(self) -> bool:
         return self.start_s is None
 
     def call(self, target: str, *args):
@@ -257,9 +257,12 @@ def test_a_start_past_its_bound_is_a_504_and_goes_on(monkeypatch):
     status, _, body = asyncio.run(_through_host(pack, "GET", "/r"))
     assert time.monotonic() - t0 < 1.8
     assert status == 504
-    assert b"pack 'unit-slow''s worker did not start within 1 s for GET /r" in body
+    assert (
+        b"pack 'unit-slow''s worker was not ready (started, the pack imported) within 1 s for GET /r"
+        in body
+    )
     deadline = time.monotonic() + 10
-    while not pack.alive():  # the start was not abandoned: the next request finds it up
+    while not pack.imported():  # the start was not abandoned: the next request finds it up
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert asyncio.run(_through_host(pack, "GET", "/r"))[0] == 200

@@ -11,8 +11,10 @@ device's free memory on device-wide semantics and this process's blind budget on
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -57,6 +59,9 @@ if VRAM != "cpu":
 
 CUDA = torch.device("cuda", 0)
 TMP = Path(tempfile.mkdtemp(prefix="airlock-scenario-"))
+# Removed last at exit (atexit runs in reverse): after the loader's own exit handler has
+# stopped the workers that map the cards in it.
+atexit.register(shutil.rmtree, TMP, True)
 os.environ.setdefault("AIRLOCK_HEARTBEAT_S", "0.2")
 
 _host_free = mm.get_free_memory

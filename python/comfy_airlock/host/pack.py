@@ -29,8 +29,13 @@ from comfy_airlock.worker_env import worker_env
 log = logging.getLogger("comfy_airlock")
 
 PRELOAD = "comfy_airlock.worker.comfy"
-# Imports the pack in a worker started ahead of its first node (host/prestart.py).
+# Imports the pack: in a worker started ahead of its first node (host/prestart.py), and before
+# a bounded call to a worker that has not (ADR 0047).
 WARM = "comfy_airlock.worker.comfy:warm"
+SCAN = "comfy_airlock.worker.comfy:scan"
+# The calls that import the pack in the worker (besides a node's): one that returned tells the
+# pack its worker generation has imported it.
+_IMPORTING = frozenset((WARM, SCAN))
 # Node methods run inside ComfyUI's context for the node (ADR 0022).
 NODE_TARGET = "comfy_airlock.worker.prompt_context:run"
 
@@ -79,7 +84,8 @@ class IsolatedPack:
     holds: list[int] = field(default_factory=list)
     _worker: Worker | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    # The worker generation known to have imported the pack (a call to it returned).
+    # The worker generation known to have imported the pack (a node, warm or scan call to it
+    # returned): see ``imported``.
     _imported: int | None = None
 
     @classmethod
@@ -239,7 +245,7 @@ class IsolatedPack:
                     interrupted=_host_interrupted(),
                     deadline=self.call_deadline,
                 )
-            if node or target == WARM:
+            if node or target in _IMPORTING:
                 self._imported = w.generation
             mismatch = LEDGER.mismatched.get(self.name)
             if mismatch is not None:
@@ -260,13 +266,23 @@ class IsolatedPack:
                 admission.release(self)
             self.stats.busy_s += time.perf_counter() - t0
 
+    def imported(self) -> bool:
+        """Whether a worker runs and has imported the pack (a node, ``warm`` or ``scan`` call
+        to its generation returned). A bounded call (a node's ``call-deadline``, a route's
+        bound) to a pack that has not waits for the import apart (ADR 0047)."""
+        w = self._worker
+        return w is not None and self._imported_by(w)
+
+    def _imported_by(self, w: Worker) -> bool:
+        return w.alive and w.generation == self._imported
+
     def _import_first(self, w: Worker) -> None:
         """A node's ``call-deadline`` is the node's: a worker that has not imported the pack
         yet (just started, or started again after a death) imports it first, stoppable by
         ComfyUI's cancel but on no deadline. Else a pack whose import outlasts its deadline
         would fail its first node in every new worker, and the deadline kill would start
         another one to fail the same way (ADR 0047)."""
-        if w.alive and w.generation == self._imported:
+        if self._imported_by(w):
             return
         w.run(WARM, (), interrupted=_host_interrupted())
         self._imported = w.generation
@@ -305,7 +321,7 @@ class IsolatedPack:
         return generation, w.last_report()
 
     def scan(self) -> dict[str, Any]:
-        return self.call("comfy_airlock.worker.comfy:scan")
+        return self.call(SCAN)
 
     def run(self, node_id: str, key: str, method: str, inputs: Outbound) -> Any:
         """Runs a node method in the worker; ``inputs``: host/prompt_context.py's."""

@@ -13,10 +13,12 @@ A request is read whole (ComfyUI's ``--max-upload-size`` bounds it), sent to the
 method, raw path, raw headers and body (plain values, no pickle), answered there by the real
 handler, and its status, headers and body come back. The call runs on a thread of our own,
 never on ComfyUI's event loop, and is bounded by the ``route_timeout_s`` setting. A request
-that finds no worker running first starts one (spawned, the pack imported; on a thread pool
-of its own) and waits for that start for the same bound plus the time a new worker has to connect (``CONNECT_TIMEOUT_S``):
-a cold start is not the handler's time, and on a loaded machine it alone took more than the
-whole bound (30 s in CI), so the request came too late for any (ADR 0047).
+to a pack whose worker has not imported it (none runs, or a new one's first call is still
+importing: ``IsolatedPack.imported``) first has it started and the pack imported, on a thread
+pool of its own, and waits for that for the same bound plus the time a new worker has to
+connect (``CONNECT_TIMEOUT_S``): a cold start is not the handler's time, and on a loaded
+machine it alone took more than the whole bound (30 s in CI), so the request came too late
+for any (ADR 0047).
 """
 
 from __future__ import annotations
@@ -147,14 +149,17 @@ async def _forward(name: str, request: Any) -> Any:
     body = await request.read()
     bound = timeout()
     loop = asyncio.get_running_loop()
-    if not pack.alive():
+    if not pack.imported():
         start = bound + CONNECT_TIMEOUT_S
         try:  # the start goes on after a timeout here: the next request finds the worker up
             await asyncio.wait_for(loop.run_in_executor(_STARTS, pack.call, WARM), start)
         except asyncio.TimeoutError:
-            msg = f"pack {name!r}'s worker did not start within {start:.0f} s for {where}"
+            msg = f"pack {name!r}'s worker was not ready (started, the pack imported) within"
             return _error(
-                web, 504, f"{msg} ({settings.ENV['route_timeout_s']}); it goes on starting"
+                web,
+                504,
+                f"{msg} {start:.0f} s for {where} ({settings.ENV['route_timeout_s']}); "
+                "it goes on starting",
             )
         except Exception as e:
             return _failed(web, name, where, e)

@@ -139,6 +139,14 @@ def test_discover_packs_keeps_going_past_a_broken_pack(tmp_path: Path, monkeypat
 # --- environments ----------------------------------------------------------------------------
 
 
+# Whether a module's bytecode is in its __pycache__, read before importing it.
+_CACHED = (
+    "import importlib.util, os; "
+    "spec = importlib.util.find_spec({module!r}); "
+    "print(os.path.exists(importlib.util.cache_from_source(spec.origin)))"
+)
+
+
 def test_ensure_env_builds_once_then_reuses(tmp_path: Path, home: Path, uv: str):
     # comfy = false: only what the pack lists (ComfyUI's requirements are the default now).
     pack = write_pack(tmp_path, "tiny", {"airlock.toml": 'comfy = false\ndependencies = ["six"]\n'})
@@ -151,6 +159,16 @@ def test_ensure_env_builds_once_then_reuses(tmp_path: Path, home: Path, uv: str)
     assert Path(info["log_path"]).exists()
     assert any(line.startswith("tiny: resolving") for line in lines), lines
     assert "tiny: installing 1 package" in lines
+    # Compiled at install (asked before any import could write it): a worker where
+    # PYTHONDONTWRITEBYTECODE is set does not compile the env's modules at each start.
+    compiled = subprocess.run(
+        [info["python"], "-c", _CACHED.format(module="six")],
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert compiled.stdout.strip() == "True", compiled.stdout
     subprocess.run([info["python"], "-c", "import six"], check=True)
 
     again = airlock_env.ensure_env(pack, home=home, uv=uv, progress=lines.append)

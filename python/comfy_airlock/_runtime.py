@@ -8,6 +8,7 @@ Host and worker therefore always run the same protocol version.
 
 from __future__ import annotations
 
+import compileall
 import functools
 import hashlib
 import os
@@ -56,6 +57,10 @@ def runtime_dir() -> str:
             target = tmp / "comfy_airlock" / f.relative_to(_PACKAGE)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, target)
+        # Compiled once here for workers of the host's Python version: where
+        # PYTHONDONTWRITEBYTECODE is set (it passes to workers) every worker compiled the
+        # modules it imports at each start (0.20 s of its first imports against 0.12 s).
+        compileall.compile_dir(str(tmp), quiet=2)
         (tmp / ".complete").touch()
         try:
             tmp.rename(dest)

@@ -9,8 +9,9 @@
 //! 3. **Resolve** (only when the inputs are new): `uv pip compile` into
 //!    `<home>/resolutions/<inputs>/lock.txt`.
 //! 4. **Build** (only when the lock's env is missing): `uv venv` and `uv pip sync
-//!    --link-mode hardlink` in `<home>/envs/<key>/`, which packages are hard-linked into from
-//!    uv's cache; the lock copied beside it; a JSON record; the completion marker last. An env
+//!    --link-mode hardlink --compile-bytecode` in `<home>/envs/<key>/`, which packages are
+//!    hard-linked into from uv's cache, compiled to bytecode once so that no worker compiles
+//!    them at each start; the lock copied beside it; a JSON record; the completion marker last. An env
 //!    without the marker is half-built (a crash, a full disk, Ctrl-C) and is removed and built
 //!    again. Steps 3 and 4 run under a per-resolution and a per-env `flock` (`uv_steps.rs`).
 //!

@@ -160,7 +160,9 @@ make_worker_env() { # make_worker_env NAME X.Y REQ_FILE
         log ".envs/$name up to date ($req unchanged)"
     else
         log "installing $req into .envs/$name (uv)"
-        "$UV" pip install --python "$dir/bin/python" -r "$req"
+        # Compiled as the host venv is (above): each worker of this env would otherwise
+        # compile torch at its start wherever PYTHONDONTWRITEBYTECODE is set.
+        "$UV" pip install --compile-bytecode --python "$dir/bin/python" -r "$req"
         write_stamp "$dir" "$req"
     fi
 }

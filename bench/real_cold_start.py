@@ -78,6 +78,7 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, default=1.0)
     ap.add_argument("--route-timeout", type=float, default=2.0)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--home", type=Path, default=AIRLOCK_HOME, help="AIRLOCK_HOME (its envs)")
     args = ap.parse_args()
     pack = args.pack_dir.name
     prompt = json.loads(args.prompt)
@@ -92,7 +93,7 @@ def main() -> None:
             f'dependencies = ["torch"]\ncall-deadline = {args.deadline}\n'
         )
         env = {
-            "AIRLOCK_HOME": str(AIRLOCK_HOME),
+            "AIRLOCK_HOME": str(args.home),
             "AIRLOCK_ROUTE_TIMEOUT": str(args.route_timeout),
         }
         ui = ComfyUI(DEFAULT_COMFYUI_DIR, base, env=env, startup_timeout=1200)

@@ -176,7 +176,7 @@ def test_ensure_env_builds_once_then_reuses(tmp_path: Path, home: Path, uv: str)
     assert again["key"] == info["key"]
     assert airlock_env.ensure_env(pack, home=home, uv=uv, build=False)["python"] == info["python"]
 
-    (pack / "airlock.toml").write_text('dependencies = ["six", "idna"]\n')
+    (pack / "airlock.toml").write_text('comfy = false\ndependencies = ["six", "idna"]\n')
     with pytest.raises(comfy_airlock.EnvMissing, match=r"^tiny: .*run `airlock build`"):
         airlock_env.ensure_env(pack, home=home, uv=uv, build=False)
     changed = airlock_env.ensure_env(pack, home=home, uv=uv)

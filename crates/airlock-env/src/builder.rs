@@ -11,9 +11,10 @@
 //! 4. **Build** (only when the lock's env is missing): `uv venv` and `uv pip sync
 //!    --link-mode hardlink --compile-bytecode` in `<home>/envs/<key>/`, which packages are
 //!    hard-linked into from uv's cache, compiled to bytecode once so that no worker compiles
-//!    them at each start; the lock copied beside it; a JSON record; the completion marker last. An env
-//!    without the marker is half-built (a crash, a full disk, Ctrl-C) and is removed and built
-//!    again. Steps 3 and 4 run under a per-resolution and a per-env `flock` (`uv_steps.rs`).
+//!    them at each start (ADR 0048); the lock copied beside it; a JSON record; the completion
+//!    marker last. An env without the marker is half-built (a crash, a full disk, Ctrl-C) and
+//!    is removed and built again. Steps 3 and 4 run under a per-resolution and a per-env
+//!    `flock` (`uv_steps.rs`).
 //!
 //! With `build = false` the steps that run uv are skipped and a missing or stale env is
 //! reported as [`BuildError::Missing`] instead; that is what ComfyUI's start uses, so that it

@@ -218,7 +218,8 @@ fn host_cuda(opts: &EnvOptions) -> Option<String> {
 /// images, many Docker images; it passes to workers) or the worker cannot write into the env,
 /// that first import never writes it, and every new worker compiled torch, ComfyUI's
 /// dependencies and the pack's from source again: a worker of a pack with ComfyUI's nodes took
-/// 16.1-16.5 s to load them here, 7.3-7.6 s with the env compiled (about 29 s once, at build).
+/// 16.1-16.5 s to load them here, 7.3-8.7 s with the env compiled (25-30 s once, at build;
+/// ADR 0048).
 fn sync_lock(
     plan: &Plan,
     uv: &Uv,

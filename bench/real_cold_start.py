@@ -29,7 +29,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.comfyui.harness import DEFAULT_COMFYUI_DIR, ComfyUI, make_base_dir  # noqa: E402
+from tests.comfyui.harness import (  # noqa: E402
+    DEFAULT_COMFYUI_DIR,
+    ComfyUI,
+    execution_error,
+    make_base_dir,
+)
 
 AIRLOCK_HOME = REPO / ".cache" / "test-airlock-home"
 
@@ -58,8 +63,7 @@ def kill_worker(ui: ComfyUI, pack: str) -> int:
 def run_prompt(ui: ComfyUI, prompt: dict) -> dict:
     t0 = time.monotonic()
     entry = ui.run(prompt, timeout=600, check=False)
-    status = entry.get("status", {})
-    error = next((m[1] for m in status.get("messages", []) if m[0] == "execution_error"), None)
+    error = execution_error(entry)
     return {
         "ok": error is None,
         "error": None

@@ -3,7 +3,10 @@
 # requirements/bench.txt with the host venv's uv, so uv's cache supplies torch and the rest
 # (hardlinked; no download when the host venv has been built). comfy-env 0.4.46 and pyisolate
 # 0.10.2 come from PyPI, never vendored. comfy_airlock is the source tree's (python/, with the
-# extension `make build` put there), by a .pth file.
+# extension `make build` put there), by a .pth file. Installed with its bytecode compiled, as
+# the host venv and every pack env are (ADR 0048): where PYTHONDONTWRITEBYTECODE is set (this
+# machine, CI images) an uncompiled venv recompiles torch at every start, and the cold-start
+# rows would time that compilation, the same for every system, instead of the start.
 #
 #   bash bench/setup.sh          # idempotent: skipped when the stamp matches bench.txt
 #   bash bench/setup.sh --lock   # re-resolves bench.txt from bench.in (constrained by dev.txt)
@@ -21,7 +24,8 @@ if [[ "${1:-}" == "--lock" ]]; then
     exit 0
 fi
 
-stamp="$(sha256sum "$REQ" | cut -d' ' -f1)"
+# "compiled": a venv made before it was compiled is made again.
+stamp="$(sha256sum "$REQ" | cut -d' ' -f1) compiled"
 if [[ -f "$ENV/.airlock-stamp" && "$(cat "$ENV/.airlock-stamp")" == "$stamp" ]]; then
     exit 0
 fi
@@ -30,7 +34,7 @@ PY="$(sed -n 's/^executable = //p' "$ROOT/.venv/pyvenv.cfg")"
 [[ -x "$PY" ]] || PY="$("$UV" python find 3.11)"
 echo "[bench-setup] creating $ENV with $PY"
 "$UV" venv -q --allow-existing --python "$PY" "$ENV"
-VIRTUAL_ENV="$ENV" "$UV" pip sync -q "$REQ"
+VIRTUAL_ENV="$ENV" "$UV" pip sync -q --compile-bytecode "$REQ"
 site="$("$ENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 echo "$ROOT/python" >"$site/comfy_airlock.pth"
 echo "$stamp" >"$ENV/.airlock-stamp"

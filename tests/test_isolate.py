@@ -171,3 +171,81 @@ def test_a_requirements_line_airlock_toml_cannot_hold(comfy, tmp_path):
     assert r.returncode == 1
     assert "editable: requirements.txt, line 2: an editable install" in r.stderr
     assert snapshot(comfy) == before
+
+
+# --- imports a pack does not declare (ADR 0049) ---------------------------------------------
+# Real packs import what ComfyUI's environment happens to have (ComfyUI-post-processing-nodes
+# imports cv2 and declares nothing). Here: iniconfig, which the venv running `airlock` (as
+# ComfyUI's Python runs it) has and the pack's environment would not.
+UNDECLARED = "import iniconfig  # not declared: natively it comes from ComfyUI's environment\n"
+
+
+def with_import(line: str) -> dict[str, str]:
+    return {"nodes.py": line + (PLAIN / "nodes.py").read_text()}
+
+
+def test_an_undeclared_import_is_added_at_comfyuis_version_and_undo_restores(comfy, tmp_path):
+    from importlib.metadata import version
+
+    pin = f"iniconfig=={version('iniconfig')}"
+    add_pack(comfy, "undeclared", with_import(UNDECLARED))
+    before = snapshot(comfy)
+    home = tmp_path / "home"
+    r = airlock(comfy, "isolate", "undeclared", home=home)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "imports iniconfig without declaring it; ComfyUI's environment has it" in r.stdout
+    assert f"added {pin} to airlock.toml" in r.stdout
+    assert "1 node(s)" in r.stdout  # read in its worker once the package was there
+    text = (comfy / "isolated_nodes" / "undeclared" / "airlock.toml").read_text()
+    assert tomllib.loads(text)["dependencies"] == ["six>=1.16", pin]
+    assert f"#   {pin} (imported as iniconfig)" in text
+    # The rewritten file is still isolate's own: --undo removes it, nothing else changes.
+    r = airlock(comfy, "isolate", "--undo", "undeclared", home=home)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "removed the airlock.toml" in r.stdout
+    assert snapshot(comfy) == before
+
+
+def test_an_undeclared_import_comfyui_lacks_too_is_named_and_nothing_changes(comfy, tmp_path):
+    add_pack(comfy, "lacks", with_import("import airlock_no_such_module_xyz\n"))
+    before = snapshot(comfy)
+    r = airlock(comfy, "isolate", "lacks", home=tmp_path / "home")
+    assert r.returncode == 1, r.stdout
+    assert "lacks: its nodes could not be read in its worker" in r.stderr
+    assert "No module named 'airlock_no_such_module_xyz'" in r.stderr
+    assert "ComfyUI's environment does not have it either" in r.stderr
+    assert snapshot(comfy) == before
+
+
+def test_a_packs_own_config_is_never_edited_the_error_says_what_to_add(comfy, tmp_path):
+    from importlib.metadata import version
+
+    own = 'dependencies = ["six"]  # the author\'s own\n'
+    add_pack(comfy, "own-undeclared", {"airlock.toml": own, **with_import(UNDECLARED)})
+    before = snapshot(comfy)
+    r = airlock(comfy, "isolate", "own-undeclared", home=tmp_path / "home")
+    assert r.returncode == 1, r.stdout
+    config = comfy / "custom_nodes" / "own-undeclared" / "airlock.toml"  # where it is now
+    assert f'Add "iniconfig=={version("iniconfig")}" to `dependencies` in {config}' in r.stderr
+    assert snapshot(comfy) == before
+
+
+def test_an_undeclared_import_whose_pin_conflicts_is_added_by_name(comfy, tmp_path):
+    from importlib.metadata import version
+
+    # The venv running `airlock` has requests, which needs urllib3>=1.26; the pack pins an
+    # older urllib3 and imports requests without declaring it: the pin cannot resolve, an
+    # older requests can (as when a pack pins numpy<2 and ComfyUI has an opencv needing 2).
+    add_pack(
+        comfy,
+        "conflicting",
+        {"requirements.txt": "six>=1.16\nurllib3==1.25.11\n", **with_import("import requests\n")},
+    )
+    r = airlock(comfy, "isolate", "conflicting", home=tmp_path / "home")
+    assert r.returncode == 0, r.stderr + r.stdout
+    pin = f"requests=={version('requests')}"
+    assert f"added {pin} to airlock.toml" in r.stdout
+    assert f"{pin} does not resolve with the pack's needs; trying requests" in r.stdout
+    config = tomllib.loads((comfy / "isolated_nodes" / "conflicting" / "airlock.toml").read_text())
+    assert config["dependencies"] == ["six>=1.16", "urllib3==1.25.11", "requests"]
+    assert "1 node(s)" in r.stdout

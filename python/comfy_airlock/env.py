@@ -180,6 +180,15 @@ def pack_config(
     )
 
 
+def config_file(pack_dir: str | os.PathLike[str]) -> str:
+    """The config file of the pack in ``pack_dir`` (the one :func:`pack_config` reads, else
+    where its ``airlock.toml`` goes): where a message tells the user to add something."""
+    try:
+        return pack_config(pack_dir)["file"]
+    except Exception:  # a broken or missing config still has a place
+        return os.path.join(os.fspath(pack_dir), "airlock.toml")
+
+
 def discover_packs(
     base_dir: str | os.PathLike[str], extra_roots: Sequence[str | os.PathLike[str]] | None = None
 ) -> list[DiscoveredPack]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -24,11 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import env as airlock_env
-from comfy_airlock import install, pack_requirements, places
+from comfy_airlock import install, pack_requirements, places, undeclared
 
 MARKER = ".airlock-isolate.json"
 AIRLOCK_TOML = "airlock.toml"
 CONFIGS = ("airlock.toml", "comfy-env.toml", "nodes/comfy-env.toml")
+# Undeclared imports added to the airlock.toml isolate wrote, at most, before it gives up (each
+# costs a build and a scan; real packs were seen missing one or two).
+MAX_ADDED = 8
 HEADER = (
     "Written by `airlock isolate` from {sources}.\n"
     "Edit it freely (docs/user-guide.md, section 4); `airlock isolate --undo {name}` removes it."
@@ -82,9 +86,9 @@ def check_isolatable(place: places.Place, name: str) -> tuple[Path, Path]:
     return src, dst
 
 
-def _write_config(src: Path, name: str) -> tuple[str | None, list[str]]:
-    """Writes the pack's ``airlock.toml`` unless it has a config; returns (its sha256 when
-    written, lines to print)."""
+def _write_config(src: Path, name: str) -> tuple[pack_requirements.PackNeeds | None, list[str]]:
+    """Writes the pack's ``airlock.toml`` unless it has a config; returns (what it asks for,
+    None when the pack's own config is used; lines to print)."""
     own = [c for c in CONFIGS if (src / c).is_file()]
     if own:
         return None, [f"{name}: uses its own {own[0]}"]
@@ -92,14 +96,37 @@ def _write_config(src: Path, name: str) -> tuple[str | None, list[str]]:
         needs = pack_requirements.read_pack_needs(src)
     except pack_requirements.RequirementsError as e:
         raise IsolateError(f"{name}: {e}") from e
-    sources = " and ".join(needs.sources) or "nothing (the pack lists no requirements)"
-    text = pack_requirements.airlock_toml(needs, HEADER.format(sources=sources, name=name))
-    path = src / AIRLOCK_TOML
-    path.write_text(text, encoding="utf-8")
+    _write_toml(src, name, needs, {})
     deps = ", ".join(needs.dependencies) or "none"
+    sources = _sources(needs)
     lines = [f"{name}: wrote {AIRLOCK_TOML} from {sources}: dependencies: {deps}"]
     lines += [f"{name}: note: {n}" for n in needs.notes]
-    return _sha(path), lines
+    return needs, lines
+
+
+def _sources(needs: pack_requirements.PackNeeds) -> str:
+    return " and ".join(needs.sources) or "nothing (the pack lists no requirements)"
+
+
+def _write_toml(
+    pack: Path, name: str, needs: pack_requirements.PackNeeds, added: dict[str, str]
+) -> str:
+    """Writes ``airlock.toml`` asking for ``needs`` and, for each undeclared import, the
+    requirement ``added`` for it (module -> requirement; the header says why each is there);
+    returns its sha256."""
+    header = HEADER.format(sources=_sources(needs), name=name)
+    if added:
+        header += (
+            "\nAlso added by `airlock isolate`: packages the pack imports without declaring "
+            "them, at the\nversion ComfyUI's environment has (natively the pack imports them "
+            "from there):\n"
+        ) + "\n".join(f"  {req} (imported as {module})" for module, req in added.items())
+    asked = dataclasses.replace(needs, dependencies=[*needs.dependencies])
+    for requirement in added.values():
+        asked.add(requirement)
+    path = pack / AIRLOCK_TOML
+    path.write_text(pack_requirements.airlock_toml(asked, header), encoding="utf-8")
+    return _sha(path)
 
 
 def _move(src: Path, dst: Path) -> None:
@@ -157,7 +184,8 @@ def isolate(place: places.Place, name: str, say: Callable[[str], None] = _say) -
         if made_folder:
             place.isolated_nodes.mkdir()
             undo.steps.append(place.isolated_nodes.rmdir)
-        written, lines = _write_config(src, name)
+        needs, lines = _write_config(src, name)
+        written = _sha(src / AIRLOCK_TOML) if needs is not None else None
         if written:
             undo.steps.append((src / AIRLOCK_TOML).unlink)
         for line in lines:
@@ -172,11 +200,7 @@ def isolate(place: places.Place, name: str, say: Callable[[str], None] = _say) -
         _move(src, dst)
         undo.steps.append(lambda: _move(dst, src))
         say(f"{name}: moved to {dst}")
-        info = _build(name, dst, place, say)
-        try:
-            meta = _scan(name, dst, info, place.comfyui)
-        except Exception as e:
-            raise IsolateError(f"{name}: its nodes could not be read in its worker: {e}") from e
+        info, meta = _build_and_scan(name, src, dst, place, needs, marker, say)
     except BaseException:
         undo()
         raise
@@ -185,6 +209,74 @@ def isolate(place: places.Place, name: str, say: Callable[[str], None] = _say) -
     if install.find_custom_node(place.custom_nodes) is None:
         say("note: comfy-airlock's custom node is not in custom_nodes/: run `airlock install`")
     say(f"Restart ComfyUI: {name} now runs in its own process, out of ComfyUI's.")
+
+
+def _build_and_scan(
+    name: str,
+    src: Path,
+    dst: Path,
+    place: places.Place,
+    needs: pack_requirements.PackNeeds | None,
+    marker: dict[str, Any],
+    say: Callable[[str], None],
+) -> tuple[Any, dict[str, Any]]:
+    """Builds the environment and reads the nodes in a worker. A pack that imports a module it
+    does not declare, which ComfyUI's environment provides, gets that package added to the
+    ``airlock.toml`` isolate wrote (``needs``; never to the pack's own config), pinned to the
+    version found, or by name alone when the pin does not resolve with the pack's own needs
+    (ADR 0049). An error names the config where it will be once the pack is put back (``src``)."""
+    added: dict[str, str] = {}  # module -> the requirement added for it
+    pinned: str | None = None  # the module whose requirement was just added with a version
+    while True:
+        try:
+            info = _build(name, dst, place, say)
+        except IsolateError:
+            if pinned is None:
+                raise
+            provider = undeclared.provider_here(pinned)
+            dist = provider.distribution if provider else None
+            if not dist:
+                raise
+            say(f"{name}: {added[pinned]} does not resolve with the pack's needs; trying {dist}")
+            added[pinned], pinned = dist, None
+            _record(name, dst, needs, added, marker)
+            continue
+        pinned = None
+        try:
+            return info, _scan(name, dst, info, place.comfyui)
+        except Exception as e:
+            module = undeclared.missing_module_of(e)
+            provider = undeclared.provider_here(module) if module else None
+            requirement = provider.requirement if provider else None
+            if needs is None or requirement is None or module in added or len(added) >= MAX_ADDED:
+                config = Path(airlock_env.config_file(dst))
+                with contextlib.suppress(ValueError):  # named where it is once put back
+                    config = src / config.relative_to(dst)
+                hint = f"\n{undeclared.hint(module, provider, str(config))}" if module else ""
+                raise IsolateError(
+                    f"{name}: its nodes could not be read in its worker: {e}{hint}"
+                ) from e
+        say(
+            f"{name}: imports {module} without declaring it; ComfyUI's environment has it "
+            f"({provider.distribution} {provider.version}): added {requirement} to "
+            f"{AIRLOCK_TOML}, building again"
+        )
+        added[module], pinned = requirement, module
+        _record(name, dst, needs, added, marker)
+
+
+def _record(
+    name: str,
+    dst: Path,
+    needs: pack_requirements.PackNeeds | None,
+    added: dict[str, str],
+    marker: dict[str, Any],
+) -> None:
+    """Rewrites isolate's ``airlock.toml`` with ``added``, and the marker with its new hash, so
+    that ``--undo`` still knows the file as isolate's own."""
+    assert needs is not None
+    marker["airlock_toml_sha256"] = _write_toml(dst, name, needs, added)
+    (dst / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
 
 
 def _build(name: str, dst: Path, place: places.Place, say: Callable[[str], None]) -> Any:

@@ -61,6 +61,8 @@ def test_import_failure_is_shown_everywhere_and_cached(start_comfyui, comfyui_di
     log = ui.log_text()
     assert "ModuleNotFoundError: No module named 'airlock_no_such_dependency'" in log
     assert 'nodes.py", line 3' in log, ui.log_tail()
+    # What to do about it (ADR 0049): the host's environment lacks the module too.
+    assert "imports airlock_no_such_dependency without declaring it, and ComfyUI's" in log
     row = {r["pack"]: r for r in ui.get("/airlock/workers")}[PACK]
     assert row["state"] == "failed" and row["cause"] == "import", row
     assert 'nodes.py", line 3' in row["traceback"], row

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import env as _env
-from comfy_airlock import settings
+from comfy_airlock import settings, undeclared
 from comfy_airlock.compat import root_config
 from comfy_airlock.host import (
     comfy_state,
@@ -69,6 +69,11 @@ def _env_cause(e: BaseException) -> str:
 
 def _scan_failed(name: str, dir_: str, failure: dict[str, Any], cached: str | None) -> Mappings:
     reason = f"its nodes could not be read in its worker: {scan_cache.describe(failure)}"
+    module = undeclared.missing_module(failure.get("type"), failure.get("error"))
+    if module:  # an import the pack relies on ComfyUI's environment for (ADR 0049)
+        head, _, tb = reason.partition("\n")
+        hint = undeclared.hint_here(module, _env.config_file(dir_))
+        reason = f"{head}\n{hint}" + (f"\n{tb}" if tb else "")
     if cached:
         reason += (
             f"\n(cached failure from an earlier start, {cached}: the pack is imported again "

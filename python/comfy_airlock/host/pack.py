@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from comfy_airlock import sandbox, settings
+from comfy_airlock import env as airlock_env
+from comfy_airlock import sandbox, settings, undeclared
 from comfy_airlock._native import CallInterrupted
 from comfy_airlock.host import comfy_state, events
 from comfy_airlock.host.memory import admission, heartbeat
@@ -339,7 +340,7 @@ class IsolatedPack:
                 raise
             raise exc(str(e)) from e
         except Exception as e:
-            _with_worker_traceback(e, self.name, node_id)
+            _with_worker_traceback(e, self.name, node_id, self.dir)
             raise
 
     # --- status --------------------------------------------------------------------------
@@ -424,17 +425,23 @@ def _rss_mib(pid: int | None) -> float | None:
     return None
 
 
-def _with_worker_traceback(e: BaseException, pack: str, node_id: str) -> None:
+def _with_worker_traceback(e: BaseException, pack: str, node_id: str, pack_dir: str) -> None:
     """ComfyUI shows ``str(exc)`` and the host's frames only; the worker's traceback is what
-    explains the failure, so it joins the message (the type is unchanged)."""
+    explains the failure, so it joins the message (the type is unchanged). A module the node
+    imports without the pack declaring it gets what to add, and where (ADR 0049)."""
     tb = getattr(e, "remote_traceback", None)
     if not tb or len(e.args) > 1 or getattr(e, "_airlock_annotated", False):
         return
     # A KeyError shows the repr of its argument: the text is given a repr that is itself, so
     # the traceback reads as lines, after the key quoted as natively.
     head = (repr if isinstance(e, KeyError) else str)(e.args[0]) if e.args else ""
+    module = undeclared.missing_module_of(e)
+    if module:
+        head += f"\n{undeclared.hint_here(module, airlock_env.config_file(pack_dir))}"
     text = f"{head}\n\n[comfy-airlock] {node_id!r} raised in the worker of pack {pack!r}:\n{tb}"
     e.args = (_AsIs(text) if isinstance(e, KeyError) else text,)
+    if isinstance(e, ImportError):
+        e.msg = text  # an ImportError's str() is its msg, not its args
     e._airlock_annotated = True  # type: ignore[attr-defined]
 
 

@@ -1,0 +1,147 @@
+"""A module a pack imports without declaring the package that provides it (ADR 0049).
+
+Natively a pack imports from ComfyUI's environment, which holds whatever the user and every
+other pack installed, and real packs rely on it: ComfyUI-post-processing-nodes imports ``cv2``
+and declares no dependency at all; Comfyroll imports ``matplotlib`` without a requirements
+file. An isolated pack's environment holds what the pack declares (and ComfyUI's own
+requirements), so the same import fails there, for a pack that works natively.
+
+When a pack's import fails with ``No module named 'X'`` and ComfyUI's environment (the process
+this runs in: the host, or ``airlock isolate`` run by ComfyUI's Python) provides ``X`` from an
+installed distribution, that distribution, at the version found, is what the pack relied on.
+``airlock isolate`` adds it to the ``airlock.toml`` it wrote and builds again; elsewhere (a
+config the user or the author wrote, a node that imports it late) the error says what to add
+and where. Nothing is ever imported to find out: the import system's finders and the installed
+distributions' file lists answer.
+
+:func:`missing_module` and :func:`hint` are pure rules; :func:`provider_here` reads this
+process's environment.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+_NO_MODULE = re.compile(r"No module named '([A-Za-z_][A-Za-z0-9_]*)'$")
+_MODULE_NOT_FOUND = ("ModuleNotFoundError", "builtins.ModuleNotFoundError")
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Where ComfyUI's environment gets a module from."""
+
+    module: str
+    #: The installed distribution whose files hold the module, as pip names it; None when the
+    #: module is found but no installed distribution owns it (another custom node's code, a
+    #: folder on ``sys.path``).
+    distribution: str | None
+    version: str | None
+    #: The file (or package folder) the import system would load.
+    origin: str | None
+
+    @property
+    def requirement(self) -> str | None:
+        """``name==version``: the very version the pack ran with natively."""
+        if self.distribution is None:
+            return None
+        return f"{self.distribution}=={self.version}" if self.version else self.distribution
+
+
+def missing_module(type_name: str | None, message: str | None) -> str | None:
+    """The top-level module a ``ModuleNotFoundError`` says is missing; None for any other
+    error, and for a missing submodule (``No module named 'a.b'``: ``a`` was found, so the
+    environment has the package, in another shape or version, which adding it would not fix).
+    ``message`` may carry more lines (a traceback): the first one is the error's."""
+    if type_name not in _MODULE_NOT_FOUND or not message:
+        return None
+    found = _NO_MODULE.match(message.strip().splitlines()[0].strip())
+    return found.group(1) if found else None
+
+
+def missing_module_of(e: BaseException) -> str | None:
+    """:func:`missing_module` of an exception, local or re-created from a worker's."""
+    name = getattr(e, "remote_type", None) or type(e).__name__
+    return missing_module(name, str(e.args[0]) if e.args else str(e))
+
+
+def provider_here(module: str) -> Provider | None:
+    """Where this process's environment finds the top-level ``module``; None when it does
+    not find it, or when it is part of Python itself."""
+    if module in sys.stdlib_module_names or module in sys.builtin_module_names:
+        return None
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    origin = spec.origin if spec.origin not in (None, "built-in", "frozen") else None
+    if origin is None and spec.submodule_search_locations:
+        origin = next(iter(spec.submodule_search_locations), None)
+    if origin is None:
+        return Provider(module, None, None, None)
+    dist = _owner(module, Path(origin))
+    if dist is None:
+        return Provider(module, None, None, origin)
+    return Provider(module, dist.metadata["Name"], dist.version, origin)
+
+
+def _owner(module: str, origin: Path) -> importlib.metadata.Distribution | None:
+    """The installed distribution whose file list holds ``origin`` (two distributions can say
+    they provide one name, as opencv-python and opencv-contrib-python both give ``cv2``: the
+    one whose file the import system would load is the one the pack ran with)."""
+    try:
+        target = origin.resolve()
+    except OSError:
+        return None
+    for name in importlib.metadata.packages_distributions().get(module, []):
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for f in dist.files or ():
+            top = f.parts[0] if f.parts else ""
+            if top != module and not top.startswith(f"{module}."):  # a package, a module file
+                continue
+            try:
+                path = Path(dist.locate_file(f)).resolve()
+            except OSError:
+                continue
+            # A namespace package has no file of its own: its folder is the origin.
+            if target in (path, path.parent):
+                return dist
+    return None
+
+
+def hint_here(module: str, config: str) -> str:
+    """:func:`hint`, the provider read from this process's environment."""
+    return hint(module, provider_here(module), config)
+
+
+def hint(module: str, provider: Provider | None, config: str) -> str:
+    """What to do about a pack that imports ``module`` without declaring it, its environment
+    configured by the file ``config``."""
+    if provider is None:
+        return (
+            f"The pack imports {module} without declaring it, and ComfyUI's environment does "
+            f"not have it either: add the package that provides {module} to `dependencies` in "
+            f"{config}."
+        )
+    if provider.requirement is None:
+        where = f" at {provider.origin}" if provider.origin else ""
+        return (
+            f"The pack imports {module} without declaring it; ComfyUI's Python finds it{where}, "
+            "which no installed package provides (another custom node's code?): packs that "
+            "import each other's code belong in one environment."
+        )
+    return (
+        f"The pack imports {module} without declaring it; natively it comes from ComfyUI's "
+        f"environment ({provider.distribution} {provider.version}). Add "
+        f'"{provider.requirement}" to `dependencies` in {config}: the environment is built '
+        "again at the next start."
+    )

@@ -1,0 +1,77 @@
+"""What a pack imports without declaring it (ADR 0049): the rules read alone, the provider
+read from this very environment (the test venv plays ComfyUI's), and the two messages that
+carry the hint: a pack whose import fails at ComfyUI's start, a node whose late import fails.
+``airlock isolate``'s part runs for real in tests/test_isolate.py."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+from comfy_airlock import undeclared
+from comfy_airlock.host import loader
+from comfy_airlock.host.pack import _with_worker_traceback
+
+
+def test_missing_module_reads_only_a_missing_top_level_module():
+    assert undeclared.missing_module("ModuleNotFoundError", "No module named 'cv2'") == "cv2"
+    assert undeclared.missing_module("builtins.ModuleNotFoundError", "No module named 'cv2'")
+    # A traceback after the first line does not matter; a submodule is not this case (the
+    # package is there, in another shape), nor any other error.
+    assert undeclared.missing_module("ModuleNotFoundError", "No module named 'x'\n  File") == "x"
+    assert undeclared.missing_module("ModuleNotFoundError", "No module named 'a.b'") is None
+    assert undeclared.missing_module("ImportError", "No module named 'cv2'") is None
+    assert undeclared.missing_module("ModuleNotFoundError", "cannot import name 'x'") is None
+    assert undeclared.missing_module(None, None) is None
+
+
+def test_the_provider_is_the_installed_distribution_that_holds_the_module(tmp_path, monkeypatch):
+    p = undeclared.provider_here("iniconfig")
+    assert p is not None and p.distribution == "iniconfig"
+    assert p.requirement == f"iniconfig=={version('iniconfig')}"
+    yaml = undeclared.provider_here("yaml")  # imported as yaml, installed as PyYAML
+    assert yaml is not None and yaml.requirement == f"PyYAML=={version('PyYAML')}"
+    assert undeclared.provider_here("json") is None  # Python's own
+    assert undeclared.provider_here("airlock_no_such_module_xyz") is None
+    # Found, but no installed package holds it (another custom node's folder on sys.path).
+    (tmp_path / "loose_module_xyz.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loose = undeclared.provider_here("loose_module_xyz")
+    assert loose is not None and loose.distribution is None and loose.requirement is None
+    assert loose.origin == str(tmp_path / "loose_module_xyz.py")
+
+
+def test_the_hint_says_what_to_add_and_where():
+    p = undeclared.Provider("cv2", "opencv-python", "4.10.0.84", "/venv/cv2/__init__.py")
+    text = undeclared.hint("cv2", p, "/packs/x/airlock.toml")
+    assert "imports cv2 without declaring it" in text and "opencv-python 4.10.0.84" in text
+    assert 'Add "opencv-python==4.10.0.84" to `dependencies` in /packs/x/airlock.toml' in text
+    assert "does not have it either" in undeclared.hint("cv2", None, "/c")
+    loose = undeclared.Provider("impact", None, None, "/comfy/custom_nodes/impact/__init__.py")
+    assert "belong in one environment" in undeclared.hint("impact", loose, "/c")
+
+
+def test_a_pack_that_fails_at_comfyuis_start_is_told_what_to_add(tmp_path):
+    (tmp_path / "airlock.toml").write_text("dependencies = []\n")
+    failure = {
+        "type": "ModuleNotFoundError",
+        "error": "No module named 'iniconfig'",
+        "traceback": "Traceback (most recent call last):\n  ...\n",
+    }
+    loader._scan_failed("hinted", str(tmp_path), failure, None)
+    reason = loader._FAILED.pop("hinted")["error"]
+    head, hint, *rest = reason.splitlines()
+    assert head.endswith("ModuleNotFoundError: No module named 'iniconfig'")
+    config = tmp_path / "airlock.toml"
+    assert f'Add "iniconfig=={version("iniconfig")}" to `dependencies` in {config}' in hint
+    assert rest[0] == "Traceback (most recent call last):"  # the worker's, after the hint
+
+
+def test_a_node_whose_late_import_fails_is_told_what_to_add(tmp_path):
+    e = ModuleNotFoundError("No module named 'iniconfig'")
+    e.remote_type = "builtins.ModuleNotFoundError"
+    e.remote_traceback = "Traceback (most recent call last):\n  ...\n"
+    _with_worker_traceback(e, "late", "LateNode", str(tmp_path))
+    text = str(e)
+    assert text.startswith("No module named 'iniconfig'\nThe pack imports iniconfig")
+    assert f"in {tmp_path / 'airlock.toml'}" in text
+    assert "'LateNode' raised in the worker of pack 'late'" in text

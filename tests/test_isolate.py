@@ -249,3 +249,16 @@ def test_an_undeclared_import_whose_pin_conflicts_is_added_by_name(comfy, tmp_pa
     config = tomllib.loads((comfy / "isolated_nodes" / "conflicting" / "airlock.toml").read_text())
     assert config["dependencies"] == ["six>=1.16", "urllib3==1.25.11", "requests"]
     assert "1 node(s)" in r.stdout
+
+
+def test_an_undeclared_import_a_pack_exits_over_is_added_too(comfy, tmp_path):
+    # rembg's shape: the missing module is caught, a message printed, and the import exits.
+    guarded = (
+        "try:\n    import iniconfig\nexcept ImportError:\n"
+        "    print('No iniconfig backend found: pip install it')\n    raise SystemExit(1)\n"
+    )
+    add_pack(comfy, "exits", with_import(guarded))
+    r = airlock(comfy, "isolate", "exits", home=tmp_path / "home")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "imports iniconfig without declaring it" in r.stdout
+    assert "1 node(s)" in r.stdout

@@ -75,3 +75,45 @@ def test_a_node_whose_late_import_fails_is_told_what_to_add(tmp_path):
     assert text.startswith("No module named 'iniconfig'\nThe pack imports iniconfig")
     assert f"in {tmp_path / 'airlock.toml'}" in text
     assert "'LateNode' raised in the worker of pack 'late'" in text
+
+
+REMBG = """Traceback (most recent call last):
+  File "/env/site-packages/rembg/bg.py", line 9, in <module>
+    import onnxruntime as ort
+ModuleNotFoundError: No module named 'onnxruntime'
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/packs/rembg-comfyui-node/__init__.py", line 1, in <module>
+    from rembg import remove
+  File "/env/site-packages/rembg/bg.py", line 20, in <module>
+    sys.exit(1)
+SystemExit: 1
+"""
+
+
+def test_a_missing_module_that_led_to_the_error_is_read_from_the_traceback():
+    # rembg's shape: it catches the ImportError, prints how to install, and exits.
+    assert undeclared.missing_module_in(REMBG) == "onnxruntime"
+    direct = REMBG.replace(
+        "During handling of the above exception, another exception occurred:",
+        "The above exception was the direct cause of the following exception:",
+    )
+    assert undeclared.missing_module_in(direct) == "onnxruntime"
+    # A ModuleNotFoundError that ends the traceback is the direct case, not a chain; one that
+    # did not lead to the error (no chain after it) is not the cause.
+    alone = "Traceback (most recent call last):\nModuleNotFoundError: No module named 'x'\n"
+    assert undeclared.missing_module_in(alone) is None
+    assert undeclared.missing_module_in(None) is None
+    failure = {"type": "SystemExit", "error": "builtins.SystemExit: 1", "traceback": REMBG}
+    assert undeclared.missing_module_of_failure(failure) == "onnxruntime"
+
+
+def test_an_exit_at_import_is_named_once_in_the_reason():
+    from comfy_airlock.host import scan_cache
+
+    failure = {"type": "SystemExit", "error": "builtins.SystemExit: 1", "traceback": ""}
+    assert (
+        scan_cache.describe(failure) == "SystemExit: 1"
+    )  # was "SystemExit: builtins.SystemExit: 1"

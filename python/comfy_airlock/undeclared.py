@@ -26,6 +26,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 _NO_MODULE = re.compile(r"No module named '([A-Za-z_][A-Za-z0-9_]*)'$")
 _MODULE_NOT_FOUND = ("ModuleNotFoundError", "builtins.ModuleNotFoundError")
@@ -63,10 +64,45 @@ def missing_module(type_name: str | None, message: str | None) -> str | None:
     return found.group(1) if found else None
 
 
+# A traceback's chained exceptions: the error raised while handling (or from) another.
+_CHAINED = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
+
+
+def missing_module_in(traceback: str | None) -> str | None:
+    """The top-level module whose ``ModuleNotFoundError`` a traceback shows as the cause of
+    the error it ends with: rembg, missing onnxruntime, prints how to install it and raises
+    ``SystemExit(1)`` from its ``except ImportError``, and a pack's import then fails with
+    that. The last such link of the chain; None when no missing module led to the error."""
+    if not traceback:
+        return None
+    lines = [line.strip() for line in traceback.splitlines()]
+    found = None
+    for i, line in enumerate(lines):
+        if not line.startswith("ModuleNotFoundError: "):
+            continue
+        module = missing_module("ModuleNotFoundError", line.removeprefix("ModuleNotFoundError: "))
+        rest = [x for x in lines[i + 1 :] if x]
+        if module and rest and rest[0] in _CHAINED:
+            found = module
+    return found
+
+
 def missing_module_of(e: BaseException) -> str | None:
-    """:func:`missing_module` of an exception, local or re-created from a worker's."""
+    """:func:`missing_module` of an exception, local or re-created from a worker's, else the
+    missing module its worker's traceback shows as its cause (:func:`missing_module_in`)."""
     name = getattr(e, "remote_type", None) or type(e).__name__
-    return missing_module(name, str(e.args[0]) if e.args else str(e))
+    direct = missing_module(name, str(e.args[0]) if e.args else str(e))
+    return direct or missing_module_in(getattr(e, "remote_traceback", None))
+
+
+def missing_module_of_failure(failure: dict[str, Any]) -> str | None:
+    """The same, of a scan failure as the scan cache records it (``type``, ``error``,
+    ``traceback``)."""
+    direct = missing_module(failure.get("type"), failure.get("error"))
+    return direct or missing_module_in(failure.get("traceback"))
 
 
 def provider_here(module: str) -> Provider | None:

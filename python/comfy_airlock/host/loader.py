@@ -69,7 +69,7 @@ def _env_cause(e: BaseException) -> str:
 
 def _scan_failed(name: str, dir_: str, failure: dict[str, Any], cached: str | None) -> Mappings:
     reason = f"its nodes could not be read in its worker: {scan_cache.describe(failure)}"
-    module = undeclared.missing_module(failure.get("type"), failure.get("error"))
+    module = undeclared.missing_module_of_failure(failure)
     if module:  # an import the pack relies on ComfyUI's environment for (ADR 0049)
         head, _, tb = reason.partition("\n")
         hint = undeclared.hint_here(module, _env.config_file(dir_))

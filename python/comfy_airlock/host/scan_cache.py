@@ -56,6 +56,8 @@ def describe(failure: dict[str, Any]) -> str:
     """``Type: message`` and the worker's traceback, as the log and ``/airlock/workers``
     show it (``airlock doctor`` prints the same)."""
     kind, error = failure.get("type"), failure.get("error") or ""
+    # A type the host could not re-create says its module in the message ("builtins.X: 1").
+    error = error.removeprefix("builtins.")
     head = error if not kind or error.startswith(kind) else f"{kind}: {error}"
     tb = (failure.get("traceback") or "").rstrip()
     return f"{head}\n{tb}" if tb else head

@@ -77,3 +77,34 @@ def native_python(uv: str, env_python: str, host_python: str, root: Path, log: P
         )
     (venv / ".complete").write_text(version + "\n")
     return str(python)
+
+
+def host_with(uv: str, host_python: str, extra: list[str], root: Path, log: Path) -> str:
+    """A copy of the host venv (the same packages, comfy-airlock from this source tree) that
+    also has ``extra``: ComfyUI's environment as a user has it once other packs installed,
+    say, OpenCV (``run.py --host-has``). Native packs import such packages without declaring
+    them; ``airlock isolate`` run by this interpreter finds them (ADR 0049)."""
+    frozen = [p for p in _freeze(uv, host_python) if _name(p) != "comfy-airlock"]
+    key = hashlib.sha256(json.dumps([frozen, sorted(extra)]).encode()).hexdigest()[:16]
+    venv = root / f"host-{key}"
+    python = venv / "bin" / "python"
+    if (venv / ".complete").is_file():
+        return str(python)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    pins = root / f"host-{key}.txt"
+    pins.write_text("\n".join(frozen) + "\n")
+    with open(log, "ab") as out:
+        for cmd in (
+            [uv, "venv", "--clear", "--python", host_python, str(venv)],
+            [uv, "pip", "install", "--no-deps", "--python", str(python), "-r", str(pins)],
+            # The extras with what they need, never moving a package the host has.
+            [uv, "pip", "install", "--python", str(python), "-c", str(pins), *extra],
+        ):
+            subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT)
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(subprocess.check_output([host_python, "-c", purelib], text=True).strip())
+    dst = Path(subprocess.check_output([str(python), "-c", purelib], text=True).strip())
+    for pth in site.glob("comfy_airlock*.pth"):  # the source tree's package, as in the host
+        (dst / pth.name).write_text(pth.read_text())
+    (venv / ".complete").write_text("\n".join(extra) + "\n")
+    return str(python)

@@ -321,7 +321,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--probe-size", type=int, default=64, help="side of the probe's IMAGE and MASK"
     )
+    parser.add_argument(
+        "--host-has",
+        nargs="*",
+        default=[],
+        help="packages ComfyUI's environment also has (as other packs install them): the "
+        "isolated side's ComfyUI and `airlock isolate` run in a copy of the host venv with them",
+    )
     args = parser.parse_args(argv)
+    global HOST_PYTHON
+    if args.host_has:
+        HOST_PYTHON = envs.host_with(
+            UV,
+            HOST_PYTHON,
+            args.host_has,
+            Path(args.home) / "native-venvs",
+            args.work / "host-venv.log",
+        )
+        print(f"[corpus] ComfyUI's environment: {HOST_PYTHON} (also {args.host_has})")
     packs = sorted(p for p in args.packs.iterdir() if p.is_dir() and not p.name.startswith("."))
     if args.only:  # in the order given
         by_name = {p.name: p for p in packs}
@@ -339,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         ) as e:  # one pack's mishap (a route that restarts ComfyUI) never ends the run
             result = {"pack": pack.name, "runner_error": f"{type(e).__name__}: {str(e)[:2000]}"}
         result["source"] = commits.get(pack.name)
+        result["host_has"] = args.host_has
         result["seconds"] = round(time.monotonic() - t0, 1)
         result["date"] = time.strftime("%Y-%m-%d")
         result["airlock_commit"] = _head()

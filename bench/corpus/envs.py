@@ -46,6 +46,19 @@ def _python_version(python: str) -> str:
     ).stdout.strip()
 
 
+def _slot(root: Path, key: str, lines: list[str]) -> tuple[Path, Path | None]:
+    """The interpreter of the venv ``root/key``, and the requirements file written for making
+    it (None when it is already complete)."""
+    venv = root / key
+    python = venv / "bin" / "python"
+    if (venv / ".complete").is_file():
+        return python, None
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    reqs = root / f"{key}.txt"
+    reqs.write_text("\n".join(lines) + "\n")
+    return python, reqs
+
+
 def native_python(uv: str, env_python: str, host_python: str, root: Path, log: Path) -> str:
     """The native venv's interpreter for a pack whose isolated env runs ``env_python``."""
     # The frontend both servers serve is the host's: a pack that lists the frontend package
@@ -55,13 +68,10 @@ def native_python(uv: str, env_python: str, host_python: str, root: Path, log: P
     version = _python_version(env_python)
     wanted = sorted(set(pins) | set(ui))
     key = hashlib.sha256(json.dumps([version, wanted]).encode()).hexdigest()[:16]
-    venv = root / key
-    python = venv / "bin" / "python"
-    if (venv / ".complete").is_file():
+    python, reqs = _slot(root, key, wanted)
+    venv = python.parent.parent
+    if reqs is None:
         return str(python)
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    reqs = root / f"{key}.txt"
-    reqs.write_text("\n".join(wanted) + "\n")
     with open(log, "ab") as out:
         subprocess.run(
             [uv, "venv", "--clear", "--python", env_python, str(venv)],
@@ -86,13 +96,10 @@ def host_with(uv: str, host_python: str, extra: list[str], root: Path, log: Path
     them; ``airlock isolate`` run by this interpreter finds them (ADR 0049)."""
     frozen = [p for p in _freeze(uv, host_python) if _name(p) != "comfy-airlock"]
     key = hashlib.sha256(json.dumps([frozen, sorted(extra)]).encode()).hexdigest()[:16]
-    venv = root / f"host-{key}"
-    python = venv / "bin" / "python"
-    if (venv / ".complete").is_file():
+    python, pins = _slot(root, f"host-{key}", frozen)
+    venv = python.parent.parent
+    if pins is None:
         return str(python)
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    pins = root / f"host-{key}.txt"
-    pins.write_text("\n".join(frozen) + "\n")
     with open(log, "ab") as out:
         for cmd in (
             [uv, "venv", "--clear", "--python", host_python, str(venv)],

@@ -84,8 +84,8 @@ def missing_module_in(traceback: str | None) -> str | None:
         if not line.startswith("ModuleNotFoundError: "):
             continue
         module = missing_module("ModuleNotFoundError", line.removeprefix("ModuleNotFoundError: "))
-        rest = [x for x in lines[i + 1 :] if x]
-        if module and rest and rest[0] in _CHAINED:
+        after = next((x for x in lines[i + 1 :] if x), None)
+        if module and after in _CHAINED:
             found = module
     return found
 

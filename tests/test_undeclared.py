@@ -111,9 +111,15 @@ def test_a_missing_module_that_led_to_the_error_is_read_from_the_traceback():
 
 
 def test_an_exit_at_import_is_named_once_in_the_reason():
+    from comfy_airlock._native import RemoteError
     from comfy_airlock.host import scan_cache
 
-    failure = {"type": "SystemExit", "error": "builtins.SystemExit: 1", "traceback": ""}
-    assert (
-        scan_cache.describe(failure) == "SystemExit: 1"
-    )  # was "SystemExit: builtins.SystemExit: 1"
+    # As the host re-creates a worker's SystemExit: a type it cannot raise, named in the text.
+    e = RemoteError("builtins.SystemExit: 1")
+    e.remote_type = "builtins.SystemExit"
+    e.remote_traceback = REMBG
+    failure = scan_cache.failure_of(e)
+    assert failure["type"] == "SystemExit" and failure["error"] == "SystemExit: 1"
+    # The record is what the log and `airlock doctor` both read (was "SystemExit:
+    # builtins.SystemExit: 1" in each).
+    assert scan_cache.describe(failure).splitlines()[0] == "SystemExit: 1"

@@ -48,16 +48,20 @@ def failure_of(e: BaseException) -> dict[str, Any] | None:
     tb = getattr(e, "remote_traceback", None)
     if not tb:
         return None
-    kind = str(getattr(e, "remote_type", "") or type(e).__name__).removeprefix("builtins.")
-    return {"error": str(e).strip(), "type": kind, "traceback": tb}
+    raw = str(getattr(e, "remote_type", "") or type(e).__name__)
+    kind = raw.removeprefix("builtins.")
+    error = str(e).strip()
+    if error.startswith(raw):
+        # A type the host could not re-create names itself in its message ("builtins.X: 1"):
+        # recorded as the type is, so that every reader (the log, `airlock doctor`) says it once.
+        error = kind + error[len(raw) :]
+    return {"error": error, "type": kind, "traceback": tb}
 
 
 def describe(failure: dict[str, Any]) -> str:
     """``Type: message`` and the worker's traceback, as the log and ``/airlock/workers``
     show it (``airlock doctor`` prints the same)."""
     kind, error = failure.get("type"), failure.get("error") or ""
-    # A type the host could not re-create says its module in the message ("builtins.X: 1").
-    error = error.removeprefix("builtins.")
     head = error if not kind or error.startswith(kind) else f"{kind}: {error}"
     tb = (failure.get("traceback") or "").rstrip()
     return f"{head}\n{tb}" if tb else head

@@ -262,3 +262,50 @@ def test_an_undeclared_import_a_pack_exits_over_is_added_too(comfy, tmp_path):
     assert r.returncode == 0, r.stderr + r.stdout
     assert "imports iniconfig without declaring it" in r.stdout
     assert "1 node(s)" in r.stdout
+
+
+# Comfyroll's shape: a group of nodes is imported under ``except ImportError`` (its module's
+# import of matplotlib fails and is swallowed), and the pack fails later, at a name that group
+# would have defined. The import's error names no module; the worker notes what the import
+# looked for and found nowhere (ADR 0050).
+SWALLOWED = {
+    "graphics.py": "import iniconfig\n\nclass Graphics:\n    pass\n",
+    "nodes.py": (
+        "try:\n    from .graphics import Graphics\nexcept ImportError:\n"
+        "    print('Failed to load Graphics nodes')\n"
+        "try:\n    import airlock_optional_xyz  # an optional module, absent everywhere\n"
+        "except ImportError:\n    pass\n"
+        "try:\n    import pip\nexcept ImportError:\n    pass\n"
+        "GRAPHICS = Graphics\n" + (PLAIN / "nodes.py").read_text()
+    ),
+}
+
+
+def test_a_module_whose_import_the_pack_swallowed_is_added_too(comfy, tmp_path):
+    from importlib.metadata import version
+
+    pin = f"iniconfig=={version('iniconfig')}"
+    add_pack(comfy, "swallowed", SWALLOWED)
+    r = airlock(comfy, "isolate", "swallowed", home=tmp_path / "home")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "imports iniconfig without declaring it; ComfyUI's environment has it" in r.stdout
+    assert "1 node(s)" in r.stdout
+    config = tomllib.loads((comfy / "isolated_nodes" / "swallowed" / "airlock.toml").read_text())
+    # Only what ComfyUI has, and never pip (ComfyUI's venv has it; the pack probed for it).
+    assert config["dependencies"] == ["six>=1.16", pin]
+
+
+def test_a_swallowed_module_comfyui_lacks_too_leaves_the_error_and_its_note(comfy, tmp_path):
+    files = {
+        **SWALLOWED,
+        "graphics.py": SWALLOWED["graphics.py"].replace("iniconfig", "airlock_no_such_xyz"),
+    }
+    add_pack(comfy, "swallowed-lacks", files)
+    before = snapshot(comfy)
+    r = airlock(comfy, "isolate", "swallowed-lacks", home=tmp_path / "home")
+    assert r.returncode == 1, r.stdout
+    assert "name 'Graphics' is not defined" in r.stderr, r.stderr
+    # What it looked for that ComfyUI lacks too is named (pip, which ComfyUI has, is not).
+    looked = "looked for airlock_no_such_xyz, airlock_optional_xyz, which neither its environment"
+    assert looked in r.stderr
+    assert snapshot(comfy) == before

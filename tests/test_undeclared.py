@@ -123,3 +123,39 @@ def test_an_exit_at_import_is_named_once_in_the_reason():
     # The record is what the log and `airlock doctor` both read (was "SystemExit:
     # builtins.SystemExit: 1" in each).
     assert scan_cache.describe(failure).splitlines()[0] == "SystemExit: 1"
+
+
+def test_the_modules_a_failed_import_looked_for_are_read_from_its_note():
+    note = undeclared.looked_for_note(["matplotlib", "pip"])
+    tb = f"Traceback (most recent call last):\nNameError: name 'CR_HalftoneGrid' is not defined\n{note}\n"
+    assert undeclared.looked_for_in(tb) == ["matplotlib", "pip"]
+    assert undeclared.looked_for_in("Traceback (most recent call last):\nNameError: x\n") == []
+    assert undeclared.looked_for_in(None) == []
+
+
+def test_the_looked_for_hint_names_what_comfyui_has_never_pip(tmp_path):
+    config = str(tmp_path / "airlock.toml")
+    text = undeclared.looked_for_hint_here(["iniconfig", "pip", "airlock_no_such_xyz"], config)
+    assert text is not None
+    assert "looked for iniconfig without declaring it" in text
+    assert f'add "iniconfig=={version("iniconfig")}" to `dependencies` in {config}' in text
+    assert "pip" not in text.replace("pipe", "")  # never suggested: it installs at run time
+    # ComfyUI has none of them (or only pip): they are named, nothing is pinned.
+    lacks = undeclared.looked_for_hint_here(["pip", "airlock_no_such_xyz"], config)
+    assert lacks is not None and "looked for airlock_no_such_xyz, which neither" in lacks
+    assert undeclared.looked_for_hint_here(["pip"], config) is None
+    assert undeclared.looked_for_hint_here([], config) is None
+
+
+def test_a_pack_that_swallowed_a_missing_module_is_told_what_to_add_at_comfyuis_start(tmp_path):
+    (tmp_path / "airlock.toml").write_text("dependencies = []\n")
+    note = undeclared.looked_for_note(["iniconfig"])
+    failure = {
+        "type": "NameError",
+        "error": "name 'Graphics' is not defined",
+        "traceback": f"Traceback (most recent call last):\n  ...\nNameError: ...\n{note}\n",
+    }
+    loader._scan_failed("swallowed", str(tmp_path), failure, None)
+    head, hint, *_ = loader._FAILED.pop("swallowed")["error"].splitlines()
+    assert head.endswith("NameError: name 'Graphics' is not defined")
+    assert hint.startswith("While it was imported, the pack looked for iniconfig")

@@ -72,6 +72,7 @@ def native_python(uv: str, env_python: str, host_python: str, root: Path, log: P
     venv = python.parent.parent
     if reqs is None:
         return str(python)
+    log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         subprocess.run(
             [uv, "venv", "--clear", "--python", env_python, str(venv)],
@@ -100,6 +101,7 @@ def host_with(uv: str, host_python: str, extra: list[str], root: Path, log: Path
     venv = python.parent.parent
     if pins is None:
         return str(python)
+    log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         for cmd in (
             [uv, "venv", "--clear", "--python", host_python, str(venv)],

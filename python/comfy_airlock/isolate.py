@@ -224,45 +224,79 @@ def _build_and_scan(
     does not declare, which ComfyUI's environment provides, gets that package added to the
     ``airlock.toml`` isolate wrote (``needs``; never to the pack's own config), pinned to the
     version found, or by name alone when the pin does not resolve with the pack's own needs
-    (ADR 0049). An error names the config where it will be once the pack is put back (``src``)."""
+    (ADR 0049); so do the modules a failed import looked for and found nowhere (ADR 0050). An
+    error names the config where it will be once the pack is put back (``src``)."""
     added: dict[str, str] = {}  # module -> the requirement added for it
-    pinned: str | None = None  # the module whose requirement was just added with a version
+    pinned: list[str] = []  # the modules whose requirements were just added with a version
     while True:
         try:
             info = _build(name, dst, place, say)
         except IsolateError:
-            if pinned is None:
+            named = _by_name(pinned)
+            if not named:
                 raise
-            provider = undeclared.provider_here(pinned)
-            dist = provider.distribution if provider else None
-            if not dist:
-                raise
-            say(f"{name}: {added[pinned]} does not resolve with the pack's needs; trying {dist}")
-            added[pinned], pinned = dist, None
+            tried, instead = ", ".join(added[m] for m in named), ", ".join(named.values())
+            say(f"{name}: {tried} does not resolve with the pack's needs; trying {instead}")
+            added.update(named)
+            pinned = []
             _record(name, dst, needs, added, marker)
             continue
-        pinned = None
+        pinned = []
         try:
             return info, _scan(name, dst, info, place.comfyui)
         except Exception as e:
-            module = undeclared.missing_module_of(e)
-            provider = undeclared.provider_here(module) if module else None
-            requirement = provider.requirement if provider else None
-            if needs is None or requirement is None or module in added or len(added) >= MAX_ADDED:
-                config = Path(airlock_env.config_file(dst))
-                with contextlib.suppress(ValueError):  # named where it is once put back
-                    config = src / config.relative_to(dst)
-                hint = f"\n{undeclared.hint(module, provider, str(config))}" if module else ""
-                raise IsolateError(
-                    f"{name}: its nodes could not be read in its worker: {e}{hint}"
-                ) from e
-        say(
-            f"{name}: imports {module} without declaring it; ComfyUI's environment has it "
-            f"({provider.distribution} {provider.version}): added {requirement} to "
-            f"{AIRLOCK_TOML}, building again"
-        )
-        added[module], pinned = requirement, module
+            found = _undeclared(e, added) if needs is not None else {}
+            if not found or len(added) + len(found) > MAX_ADDED:
+                raise _scan_error(name, src, dst, e) from e
+        for module, provider in found.items():
+            say(
+                f"{name}: imports {module} without declaring it; ComfyUI's environment has it "
+                f"({provider.distribution} {provider.version}): added {provider.requirement} "
+                f"to {AIRLOCK_TOML}, building again"
+            )
+            added[module] = str(provider.requirement)
+        pinned = list(found)
         _record(name, dst, needs, added, marker)
+
+
+def _undeclared(e: BaseException, added: dict[str, str]) -> dict[str, undeclared.Provider]:
+    """The modules the failed scan ``e`` shows the pack imports undeclared, which ComfyUI's
+    environment provides and were not added already: the one its error names (ADR 0049), else
+    the ones its import looked for and found nowhere (ADR 0050)."""
+    module = undeclared.missing_module_of(e)
+    names = [module] if module else undeclared.looked_for_of(e)
+    found = {}
+    for m in names:
+        provider = undeclared.provider_here(m)
+        if provider and provider.requirement and m not in added and m not in undeclared.NEVER_ADDED:
+            found[m] = provider
+    return found
+
+
+def _by_name(modules: list[str]) -> dict[str, str]:
+    """The distributions of ``modules`` by name alone, for pins that did not resolve."""
+    named = {}
+    for m in modules:
+        provider = undeclared.provider_here(m)
+        if provider and provider.distribution:
+            named[m] = provider.distribution
+    return named
+
+
+def _scan_error(name: str, src: Path, dst: Path, e: BaseException) -> IsolateError:
+    """The error of a scan that failed, with what to add where (the config named where it will
+    be once the pack is put back, ``src``)."""
+    config = Path(airlock_env.config_file(dst))
+    with contextlib.suppress(ValueError):
+        config = src / config.relative_to(dst)
+    module = undeclared.missing_module_of(e)
+    if module:
+        hint = undeclared.hint_here(module, str(config))
+    else:
+        hint = undeclared.looked_for_hint_here(undeclared.looked_for_of(e), str(config))
+    return IsolateError(
+        f"{name}: its nodes could not be read in its worker: {e}" + (f"\n{hint}" if hint else "")
+    )
 
 
 def _record(

@@ -90,6 +90,38 @@ def missing_module_in(traceback: str | None) -> str | None:
     return found
 
 
+# The note a worker adds to a pack's failed import: the top-level modules the import looked for
+# and found nowhere, though it went on (a ``try: import x / except ImportError`` that swallowed
+# it) and failed later, elsewhere: Comfyroll's graphics nodes catch the ImportError of
+# ``matplotlib`` and the pack fails at ``NameError: CR_HalftoneGrid``.
+_LOOKED_FOR = (
+    "comfy-airlock: while it was imported, the pack looked for modules its environment "
+    "does not have: "
+)
+# Never added to an environment: a pack that imports pip installs packages into its
+# environment at run time; an environment is what its lock says.
+NEVER_ADDED = frozenset({"pip"})
+
+
+def looked_for_note(modules: list[str]) -> str:
+    """The note a worker adds to the error of a pack's failed import."""
+    return _LOOKED_FOR + ", ".join(modules)
+
+
+def looked_for_in(traceback: str | None) -> list[str]:
+    """The modules a worker's note (:func:`looked_for_note`) names in a traceback."""
+    for line in reversed((traceback or "").splitlines()):
+        if line.startswith(_LOOKED_FOR):
+            names = (n.strip() for n in line.removeprefix(_LOOKED_FOR).split(","))
+            return [n for n in names if n.isidentifier()]
+    return []
+
+
+def looked_for_of(e: BaseException) -> list[str]:
+    """:func:`looked_for_in` of an exception re-created from a worker's."""
+    return looked_for_in(getattr(e, "remote_traceback", None))
+
+
 def missing_module_of(e: BaseException) -> str | None:
     """:func:`missing_module` of an exception, local or re-created from a worker's, else the
     missing module its worker's traceback shows as its cause (:func:`missing_module_in`)."""
@@ -157,6 +189,34 @@ def _owner(module: str, origin: Path) -> importlib.metadata.Distribution | None:
 def hint_here(module: str, config: str) -> str:
     """:func:`hint`, the provider read from this process's environment."""
     return hint(module, provider_here(module), config)
+
+
+def looked_for_hint(providers: dict[str, Provider | None], config: str) -> str | None:
+    """What to do about a pack whose failed import looked for the modules ``providers`` names
+    (each with where ComfyUI's environment has it, or None): the ones ComfyUI has, at its
+    versions, are what the pack would have found natively; else the ones ComfyUI lacks too.
+    None when there are neither."""
+    found = {m: p for m, p in providers.items() if p and p.requirement and m not in NEVER_ADDED}
+    if not found:
+        lacking = [m for m, p in providers.items() if p is None]
+        if not lacking:
+            return None
+        return (
+            f"While it was imported, the pack looked for {', '.join(lacking)}, which neither "
+            "its environment nor ComfyUI's has: if it needs one, add the package that provides "
+            f"it to `dependencies` in {config}."
+        )
+    pins = ", ".join(f'"{p.requirement}"' for p in found.values())
+    return (
+        f"While it was imported, the pack looked for {', '.join(found)} without declaring it, "
+        "and its environment does not have it; natively it comes from ComfyUI's environment. "
+        f"If the pack needs it, add {pins} to `dependencies` in {config}."
+    )
+
+
+def looked_for_hint_here(modules: list[str], config: str) -> str | None:
+    """:func:`looked_for_hint`, the providers read from this process's environment."""
+    return looked_for_hint({m: provider_here(m) for m in modules}, config)
 
 
 def hint(module: str, provider: Provider | None, config: str) -> str:

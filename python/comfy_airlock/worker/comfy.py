@@ -35,6 +35,7 @@ from comfy_airlock.worker import (
     aimdo,
     describe,
     host_nodes,
+    import_misses,
     interrupts,
     models,
     server_shim,
@@ -173,7 +174,8 @@ def _load_pack() -> None:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:
-            spec.loader.exec_module(module)
+            with import_misses.noted():
+                spec.loader.exec_module(module)
         except BaseException:
             sys.modules.pop(name, None)
             raise
@@ -183,7 +185,8 @@ def _load_pack() -> None:
         sys.modules[name] = module
     entry = _CONFIG.get("entry")
     if entry:
-        module = importlib.import_module(f"{name}.{entry}")
+        with import_misses.noted():
+            module = importlib.import_module(f"{name}.{entry}")
     _PACK = module
     if "comfy.utils" in sys.modules:
         sys.modules["comfy.utils"].set_progress_bar_global_hook(_progress_hook)

@@ -131,6 +131,8 @@ def _describe(exc: BaseException, tb: Any) -> tuple[str, str, str, tuple[Any, ..
     except Exception:
         message = f"<unprintable {t.__qualname__}>"
     text = "".join(traceback.format_exception(t, exc, tb))
+    if sys.version_info < (3, 11):  # 3.11 prints an error's notes itself
+        text += "".join(f"{note}\n" for note in getattr(exc, "__notes__", None) or ())
     args = tuple(exc.args)
     if isinstance(exc, OSError) and len(args) == 2 and exc.filename is not None:
         # The file names are not in args: OSError(errno, strerror, filename, winerror, filename2).

@@ -77,7 +77,9 @@ def test_files_and_listing_are_served_as_natively(server):
     native_list = server.get("/api/extensions")
     isolated_list = server.get("/api/airlock/extensions")
     assert "/extensions/comfy-airlock/isolated_extensions.js" in native_list
-    for native_name, iso_name in ((NATIVE, ISO), (_project(NATIVE), _project(ISO))):
+    pairs = [(NATIVE, ISO), (_project(NATIVE), _project(ISO))]
+    pairs.append((f"{NATIVE}-injected", f"{ISO}-injected"))  # nodes.EXTENSION_WEB_DIRS[...] = ...
+    for native_name, iso_name in pairs:
         want = _ours(native_list, native_name)
         assert want, f"ComfyUI lists no .js of {native_name}: {native_list}"
         assert _ours(isolated_list, iso_name) == want
@@ -104,6 +106,9 @@ def test_files_and_listing_are_served_as_natively(server):
     # Static folders get no /api twin, natively or isolated.
     assert fetch(server, f"/api/extensions/{NATIVE}/js/show_text.js")[0] == 404
     assert fetch(server, f"/api/extensions/{ISO}/js/show_text.js")[0] == 404
+    a = fetch(server, f"/extensions/{NATIVE}-injected/injected.js")
+    b = fetch(server, f"/extensions/{ISO}-injected/injected.js")
+    assert a[0] == b[0] == 200 and a[2] == b[2]
     a = fetch(server, f"/extensions/{_project(NATIVE)}/extension.js")
     b = fetch(server, f"/extensions/{_project(ISO)}/extension.js")
     assert a[0] == b[0] == 200 and a[2] == b[2]

@@ -136,7 +136,9 @@ def load_pack(pack_dir: str, name: str | None = None, config: str | None = None)
         _FAILED.pop(name, None)
     routes.remember(pack, meta.get("routes") or [])
     on_prompt.install(pack, set(mappings), int(meta.get("on_prompt") or 0))
-    web_dirs.remember(name, pack_dir, meta.get("web_directory"))
+    web_dirs.remember(
+        name, pack_dir, meta.get("web_directory"), meta.get("extension_web_dirs") or {}
+    )
     workflow_templates.remember(name, pack_dir)
     prestart.remember(pack, mappings)
     if old is not None:

@@ -50,10 +50,28 @@ _MOUNTED: set[str] = set()
 _WARNED: set[str] = set()
 
 
-def folders(pack: str, pack_dir: str, web_directory: str | None) -> list[WebDir]:
+def folders(
+    pack: str, pack_dir: str, web_directory: str | None, injected: dict[str, str] | None = None
+) -> list[WebDir]:
     """The web folders ComfyUI would register for the pack in ``pack_dir``, in its order: the
-    ``pyproject.toml`` one, then ``WEB_DIRECTORY`` (a later one of the same name replaces it)."""
+    ones the pack's import put into ``nodes.EXTENSION_WEB_DIRS`` itself (``injected``), then
+    the ``pyproject.toml`` one, then ``WEB_DIRECTORY`` (a later one of the same name replaces
+    an earlier). An injected folder outside the pack's own is not served: the host would be
+    serving, at a worker's word, files the worker may not even read (its sandbox)."""
     found: dict[str, WebDir] = {}
+    inside = os.path.realpath(pack_dir)
+    for name, path in (injected or {}).items():
+        real = os.path.realpath(path)
+        if os.path.commonpath([inside, real]) != inside:
+            log.warning(
+                "[comfy-airlock] pack %r: nodes.EXTENSION_WEB_DIRS[%r] is %s, outside the "
+                "pack's folder: not served",
+                pack,
+                name,
+                path,
+            )
+        elif os.path.isdir(real):
+            found[name] = WebDir(pack, name, real)
     project = _pyproject_web(pack_dir)
     if project is not None:
         name, path = project
@@ -87,11 +105,13 @@ def _pyproject_web(pack_dir: str) -> tuple[str, str] | None:
         return None
 
 
-def remember(pack: str, pack_dir: str, web_directory: str | None) -> None:
+def remember(
+    pack: str, pack_dir: str, web_directory: str | None, injected: dict[str, str] | None = None
+) -> None:
     """Notes a loaded pack's web folders; :func:`mount_pending` serves them. A reloaded pack's
     folders replace its old ones in the listing (a route already added stays: routes are
     fixed once ComfyUI's server runs)."""
-    dirs = folders(pack, pack_dir, web_directory)
+    dirs = folders(pack, pack_dir, web_directory, injected)
     with _LOCK:
         for name in [n for n, d in _DIRS.items() if d.pack == pack]:
             del _DIRS[name]

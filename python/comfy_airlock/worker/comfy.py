@@ -40,11 +40,11 @@ from comfy_airlock.worker import (
     models,
     server_shim,
     startup,
+    web_directory,
 )
 from comfy_airlock.worker import routes as _routes
 from comfy_airlock.worker.server_shim import emit_quietly as _emit_quietly
 from comfy_airlock.worker.server_shim import encode_preview as _encode_preview
-from comfy_airlock.worker.web_directory import read as _web_directory
 
 log = logging.getLogger("comfy_airlock.worker")
 
@@ -59,6 +59,8 @@ _V3: set[str] = set()
 _INSTANCES: collections.OrderedDict[tuple[str, str], Any] = collections.OrderedDict()
 _MAX_INSTANCES = 1024
 _LOOP: asyncio.AbstractEventLoop | None = None
+# ``nodes.EXTENSION_WEB_DIRS`` before the pack's import: what the import adds is served too.
+_WEB_DIRS_BEFORE: dict[str, str] = {}
 
 # Args that only make sense for the host's server process. Its address (``listen``, ``port``,
 # the TLS files) is mirrored: packs build URLs to ComfyUI's own API from it (comfy_mtb fetches
@@ -155,7 +157,7 @@ def _progress_hook(value: Any, total: Any, preview: Any = None, node_id: Any = N
 
 
 def _load_pack() -> None:
-    global _PACK
+    global _PACK, _WEB_DIRS_BEFORE
     if _PACK is not None:
         return
     pack_dir = _CONFIG["pack_dir"]
@@ -164,6 +166,7 @@ def _load_pack() -> None:
 
     compat.add_to_path()  # comfy-env packs import comfy_env (ours unless one is installed)
     _prepare(pack_dir)
+    _WEB_DIRS_BEFORE = web_directory.extension_dirs()
     init = os.path.join(pack_dir, "__init__.py")
     if os.path.isfile(init):
         spec = importlib.util.spec_from_file_location(
@@ -317,7 +320,8 @@ def scan() -> dict[str, Any]:
         "folders": _added_folders(),
         "routes": _routes.describe(),
         "on_prompt": len(server_shim.PromptServer.instance.on_prompt_handlers),
-        "web_directory": _web_directory(_PACK, _CONFIG.get("entry")),
+        "web_directory": web_directory.read(_PACK, _CONFIG.get("entry")),
+        "extension_web_dirs": web_directory.added(_WEB_DIRS_BEFORE),
     }
 
 

@@ -124,6 +124,24 @@ def test_a_node_deaf_to_sigint_is_killed_and_comfyui_goes_on(server, tmp_path):
     assert "was interrupted" in server.log_text()
 
 
+def test_a_node_that_raises_the_interrupt_itself_stops_the_prompt_as_natively(server):
+    # Natively the executor checks ComfyUI's flag before each node: the node that raised it
+    # has run, the next one does not, and the prompt ends interrupted.
+    prompt = {
+        "1": {"class_type": "AirlockStop", "inputs": {"text": "stop here"}},
+        "2": {"class_type": "AirlockShow", "inputs": {"text": ["1", 0]}},
+    }
+    pid = server.queue(prompt)
+    server.wait_message(type="execution_interrupted", prompt_id=pid, timeout=120)
+    entry = server.wait(pid, timeout=60)
+    assert entry["status"]["status_str"] == "error"
+    assert "2" not in entry["outputs"]
+    # The flag is ComfyUI's own, reset at the next prompt: that one runs to its end.
+    shown = {"1": {"class_type": "AirlockShow", "inputs": {"text": ["2", 0]}}}
+    shown["2"] = {"class_type": "PrimitiveString", "inputs": {"value": "goes on"}}
+    assert server.run(shown)["outputs"]["1"]["text"] == ["goes on"]
+
+
 def test_a_node_past_its_packs_call_deadline_fails_the_prompt(server):
     slow = {"1": {"class_type": "AirlockSlowNode", "inputs": {"seconds": 60.0}}}
     t0 = time.monotonic()

@@ -1,7 +1,8 @@
 """Everything a worker sends the host during a call, routed by one table: the memory topics
 (``memory/events.py``: ``admit?``, ``oom?``, ``loaded``, ``telemetry``), the server's questions
-(``server?``, ``server_bridge.py``), and what the UI should hear while a node runs (progress,
-previews, ``send_sync`` messages, progress text).
+(``server?``, ``server_bridge.py``), an interrupt a node raised itself (``interrupt?``), and
+what the UI should hear while a node runs (progress, previews, ``send_sync`` messages,
+progress text).
 
 Every event runs on the thread that is calling the worker, i.e. inside the node's execution
 context, so ComfyUI attributes progress to the right node, and a question's answer is what
@@ -57,8 +58,19 @@ def _progress_text(payload: Any) -> None:
         server.send_progress_text(text, node_id, sid)
 
 
+def _interrupt(payload: Any) -> None:
+    """A node raised ComfyUI's interrupt in its worker (``nodes.interrupt_processing()``): it
+    is raised here with the very function that call runs natively, as ``POST /interrupt``
+    runs it, so ComfyUI's executor stops before its next node (ADR 0051)."""
+    mm = sys.modules.get("comfy.model_management")
+    raise_it = getattr(mm, "interrupt_current_processing", None)
+    if raise_it is not None:
+        raise_it(True)
+
+
 _HOST_TOPICS = {
     "server?": server_bridge.answer,
+    "interrupt?": _interrupt,
     "progress": _progress,
     "send_sync": _send_sync,
     "progress_text": _progress_text,

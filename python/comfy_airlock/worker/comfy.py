@@ -438,6 +438,13 @@ def run(node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:
     check_lazy_status) with the host's arguments."""
     _load_pack()
     interrupts.begin_call()
+    try:
+        return _run(node_id, key, method, kwargs)
+    finally:
+        interrupts.end_call()
+
+
+def _run(node_id: str, key: str, method: str, kwargs: dict[str, Any]) -> Any:
     if node_id not in _NODES:
         raise KeyError(f"the pack has no node {node_id!r} (its code changed since the scan?)")
     if node_id in _V3:

@@ -14,10 +14,14 @@ so a node that imports it inside its function checks against it in that same cal
 A node that never checks is stopped by the host's escalation instead: SIGINT, which the
 handler below turns into ComfyUI's own ``InterruptProcessingException`` in the running node,
 then SIGKILL (see ``docs/reliability.md``).
+
+The other way round, a node that raises the interrupt itself (``nodes.interrupt_processing()``)
+has the host raise ComfyUI's flag before its call returns (:func:`end_call`).
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import threading
@@ -92,6 +96,23 @@ def begin_call() -> None:
     mm = sys.modules.get("comfy.model_management")
     if mm is not None and hasattr(mm, "interrupt_processing"):
         mm.interrupt_processing = False
+
+
+def end_call() -> None:
+    """A node that raised ComfyUI's interrupt itself stops the prompt, as natively: mxToolkit's
+    "Stop" node calls ``nodes.interrupt_processing()`` and returns, and ComfyUI's executor then
+    stops before the next node. In the worker that call sets the worker's flag only, so the host
+    is asked to raise its own (ADR 0051). The host's cancel folded in here and not consumed by a
+    check asks it too: its flag is up already, and raising it again changes nothing."""
+    mm = sys.modules.get("comfy.model_management")
+    if mm is None or not getattr(mm, "interrupt_processing", False):
+        return
+    if _link is None or not getattr(_link, "in_call", False):
+        return
+    try:
+        _link.ask("interrupt?", None)
+    except Exception as e:  # the node's result still goes back
+        logging.getLogger("comfy_airlock.worker").warning("interrupt not passed on: %s", e)
 
 
 def _on_sigint(signum: int, frame: Any) -> None:

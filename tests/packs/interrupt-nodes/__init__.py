@@ -79,7 +79,42 @@ class AirlockPid:
         return {"ui": {"text": [str(os.getpid())]}}
 
 
+class AirlockStop:
+    """Passes its input on and stops the prompt, in the shape of mxToolkit's "Stop" node: it
+    raises ComfyUI's interrupt itself and returns."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"text": ("STRING", {"default": "x"})}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "run"
+    CATEGORY = "airlock/tests"
+
+    def run(self, text):
+        import nodes
+
+        nodes.interrupt_processing()
+        return (text,)
+
+
+class AirlockShow:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"text": ("STRING", {"forceInput": True})}}
+
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "run"
+    CATEGORY = "airlock/tests"
+
+    def run(self, text):
+        return {"ui": {"text": [text]}}
+
+
 NODE_CLASS_MAPPINGS = {
+    "AirlockStop": AirlockStop,
+    "AirlockShow": AirlockShow,
     "AirlockSpin": AirlockSpin,
     "AirlockSleep": AirlockSleep,
     "AirlockDeaf": AirlockDeaf,

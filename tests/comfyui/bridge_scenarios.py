@@ -261,6 +261,31 @@ def scenario_patcher():
     return out
 
 
+def scenario_pack_unload_all():
+    """A node of the pack calls unload_all_models() in its worker, as "purge VRAM" nodes do:
+    natively that empties ComfyUI's whole ledger. Here ComfyUI holds a model of its own (a real
+    ModelPatcher loaded by upstream's load_models_gpu, on the CPU as under --cpu) and the
+    worker one through its own load_models_gpu (a stand-in in ComfyUI's ledger)."""
+    import comfy.model_patcher
+
+    pack = load_pack()
+    call(pack, "load_patcher", "P", 4)
+    cpu = torch.device("cpu")
+    net = torch.nn.Linear(1024, 1024, bias=False)
+    host = comfy.model_patcher.ModelPatcher(net, load_device=cpu, offload_device=cpu)
+    mm.load_models_gpu([host])
+
+    def kinds():
+        return sorted(type(lm.model).__name__ for lm in mm.current_loaded_models if lm.model)
+
+    out = {"host_before": kinds(), "worker_before": call(pack, "worker_ledger")}
+    out["worker_in_call"] = call(pack, "purge")
+    out["host_after"] = kinds()
+    out["worker_after"] = call(pack, "worker_ledger")
+    out["host_patcher_loaded"] = int(host.loaded_size())
+    return out
+
+
 def scenario_killed():
     """A worker killed with SIGKILL: upstream's walk over its stand-ins raises nothing and frees
     nothing there; its stand-ins leave the ledger; a stale stand-in never reaches the respawned

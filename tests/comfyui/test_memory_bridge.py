@@ -125,6 +125,15 @@ def test_models_loaded_through_the_workers_own_load_models_gpu(comfyui_dir):
     assert r["host_after_report"] == []
 
 
+def test_a_packs_unload_all_models_empties_comfyuis_ledger_too(comfyui_dir):
+    r = run("pack_unload_all", comfyui_dir)
+    assert r["worker_before"] == [["Linear", 4 * MIB]]
+    assert len(r["host_before"]) == 2, r  # ComfyUI's own patcher and the worker's stand-in
+    assert r["worker_in_call"] == []  # the worker's own upstream code unloaded its model...
+    assert r["host_after"] == [], r  # ...and ComfyUI's unload_all_models() ran too (ADR 0052)
+    assert r["worker_after"] == []
+
+
 def test_killed_worker_leaves_the_ledger_and_stale_commands_never_arrive(comfyui_dir):
     r = run("killed", comfyui_dir)
     assert r["error"] is None

@@ -39,6 +39,7 @@ from comfy_airlock.worker import (
     modules,
     owned,
     ram,
+    unload_all,
 )
 from comfy_airlock.worker.on_import import after_import
 
@@ -436,6 +437,7 @@ def _on_comfy_imported(module: Any) -> None:
     now on are admitted, and, inside a call, marked in use."""
     global _CALL_USED
     _watch_loads()
+    unload_all.install(_LOCK)
     interrupts.attach_comfy()
     if _CALL_USED is None and _PUBLISH is not None and link.in_call():
         _CALL_USED = set()

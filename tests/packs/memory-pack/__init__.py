@@ -55,6 +55,15 @@ def load_patcher(name, mib):
     return int(patcher.loaded_size())
 
 
+def purge():
+    """What "purge VRAM" nodes do (Easy-Use, LayerStyle, LLM nodes making room): ComfyUI's
+    unload_all_models(), from inside a node; returns the worker's ledger after it."""
+    import comfy.model_management
+
+    comfy.model_management.unload_all_models()
+    return worker_ledger()
+
+
 def worker_ledger():
     """The worker's own ComfyUI ledger: (class name, loaded bytes) per entry."""
     import comfy.model_management

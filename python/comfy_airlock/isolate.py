@@ -172,6 +172,10 @@ def _nodes_lines(name: str, meta: dict[str, Any], info: Any) -> list[str]:
     for node_id, m in sorted(nodes.items()):
         shown = m.get("display_name")
         lines.append(f"  {node_id}" + (f" ({shown})" if shown and shown != node_id else ""))
+    if meta.get("comfy_patches"):
+        from comfy_airlock.host.scan_cache import patches_note
+
+        lines.append(f"note: {patches_note(name, meta['comfy_patches'])}")
     return lines
 
 

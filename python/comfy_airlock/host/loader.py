@@ -139,6 +139,9 @@ def load_pack(pack_dir: str, name: str | None = None, config: str | None = None)
     web_dirs.remember(
         name, pack_dir, meta.get("web_directory"), meta.get("extension_web_dirs") or {}
     )
+    patched = meta.get("comfy_patches") or []
+    if patched:
+        log.warning("[comfy-airlock] %s", scan_cache.patches_note(name, patched))
     workflow_templates.remember(name, pack_dir)
     prestart.remember(pack, mappings)
     if old is not None:

@@ -67,6 +67,17 @@ def describe(failure: dict[str, Any]) -> str:
     return f"{head}\n{tb}" if tb else head
 
 
+def patches_note(name: str, patched: list[str]) -> str:
+    """What a user must know about a pack that replaced ComfyUI's functions at import (ADR
+    0053): it did so in its worker only."""
+    return (
+        f"pack {name!r} replaces ComfyUI's {', '.join(patched)} when it is imported; isolated, "
+        "it does so in its own worker only: ComfyUI's own are unchanged, so what the pack "
+        "changes there (sampling, validation, execution) does not happen in ComfyUI. Run it "
+        "from custom_nodes/ if it needs that."
+    )
+
+
 def _tag(value: Any) -> Any:
     if isinstance(value, tuple):
         return {"__tuple__": [_tag(v) for v in value]}

@@ -33,6 +33,7 @@ from comfy_airlock.node_surface import (
 )
 from comfy_airlock.worker import (
     aimdo,
+    comfy_patches,
     describe,
     host_nodes,
     import_misses,
@@ -61,6 +62,8 @@ _MAX_INSTANCES = 1024
 _LOOP: asyncio.AbstractEventLoop | None = None
 # ``nodes.EXTENSION_WEB_DIRS`` before the pack's import: what the import adds is served too.
 _WEB_DIRS_BEFORE: dict[str, str] = {}
+# ComfyUI's functions the pack's import replaced in this worker (ADR 0053).
+_COMFY_PATCHED: list[str] = []
 
 # Args that only make sense for the host's server process. Its address (``listen``, ``port``,
 # the TLS files) is mirrored: packs build URLs to ComfyUI's own API from it (comfy_mtb fetches
@@ -167,6 +170,7 @@ def _load_pack() -> None:
     compat.add_to_path()  # comfy-env packs import comfy_env (ours unless one is installed)
     _prepare(pack_dir)
     _WEB_DIRS_BEFORE = web_directory.extension_dirs()
+    comfy_before = comfy_patches.snapshot(_CONFIG.get("comfyui_dir"))
     init = os.path.join(pack_dir, "__init__.py")
     if os.path.isfile(init):
         spec = importlib.util.spec_from_file_location(
@@ -190,6 +194,7 @@ def _load_pack() -> None:
     if entry:
         with import_misses.noted():
             module = importlib.import_module(f"{name}.{entry}")
+    _COMFY_PATCHED[:] = comfy_patches.replaced(comfy_before)
     _PACK = module
     if "comfy.utils" in sys.modules:
         sys.modules["comfy.utils"].set_progress_bar_global_hook(_progress_hook)
@@ -322,6 +327,7 @@ def scan() -> dict[str, Any]:
         "on_prompt": len(server_shim.PromptServer.instance.on_prompt_handlers),
         "web_directory": web_directory.read(_PACK, _CONFIG.get("entry")),
         "extension_web_dirs": web_directory.added(_WEB_DIRS_BEFORE),
+        "comfy_patches": list(_COMFY_PATCHED),
     }
 
 

@@ -1,0 +1,103 @@
+"""The functions of ComfyUI's own code a pack replaces when it is imported (ADR 0053).
+
+Many packs change ComfyUI's behaviour by replacing its functions at import: smZNodes replaces
+``comfy.samplers.KSampler.sample``; prompt and XY packs replace ``execution.validate_inputs``;
+progress and queue packs wrap ``execution.PromptExecutor`` methods. In a worker the pack
+replaces them in the worker's copy of ComfyUI: ComfyUI's own sampling, validation and
+execution, which run in ComfyUI's process, are unchanged, and the pack's feature silently does
+nothing there. comfy-airlock never patches ComfyUI (and could not run the pack's code in it),
+so what it can do is say so, once, naming each replaced function.
+
+The rule: before the pack's import, every callable attribute of ComfyUI's modules (and of the
+classes they define) is held; after it, the ones that are no longer the same object are the
+replacements. Module state that is not callable (flags, lists, dicts a pack fills through
+ComfyUI's API, such as ``folder_paths`` or ``NODE_CLASS_MAPPINGS``) is not compared: filling
+it is how packs use ComfyUI, not a patch.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import Any
+
+# Folders of a ComfyUI tree that hold no ComfyUI code.
+_NOT_COMFY = frozenset({"custom_nodes", "isolated_nodes", "tests", "tests-unit", "script_examples"})
+#: At most this many names are reported (a pack that replaces more is named with the first).
+MAX_NAMES = 20
+
+# Per module: a copy of its namespace, and of the namespace of each class it defines.
+Snapshot = dict[str, tuple[dict[str, Any], dict[str, dict[str, Any]]]]
+
+
+def _is_function_like(value: Any) -> bool:
+    return isinstance(value, (staticmethod, classmethod, property)) or callable(value)
+
+
+def _comfy_modules(comfyui_dir: str) -> list[types.ModuleType]:
+    """ComfyUI's imported modules: loaded from inside its tree, not from a custom node's
+    folder in it (a prefix test per module: resolving every module's path would cost a
+    worker's start hundreds of milliseconds)."""
+    roots = tuple({os.path.abspath(comfyui_dir) + os.sep, os.path.realpath(comfyui_dir) + os.sep})
+    out = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or not path.startswith(roots):
+            continue
+        rel = next(path[len(r) :] for r in roots if path.startswith(r))
+        if rel.partition(os.sep)[0] not in _NOT_COMFY:
+            out.append(module)
+    return out
+
+
+def snapshot(comfyui_dir: str | None) -> Snapshot:
+    """The namespaces of ComfyUI's imported modules and of the classes they define, copied
+    (the objects themselves are held: ids could be reused). Copies, not a walk: a worker
+    takes this before every pack import."""
+    held: Snapshot = {}
+    if not comfyui_dir:
+        return held
+    for module in _comfy_modules(comfyui_dir):
+        name = module.__name__
+        space = dict(vars(module))
+        classes = {
+            attr: dict(vars(value))
+            for attr, value in space.items()
+            if isinstance(value, type) and getattr(value, "__module__", None) == name
+        }
+        held[name] = (space, classes)
+    return held
+
+
+def replaced(before: Snapshot) -> list[str]:
+    """The dotted names of the functions (and classes, methods, properties) in ``before``
+    whose object changed since (sorted, at most :data:`MAX_NAMES`)."""
+    out = []
+    for name, (space, classes) in before.items():
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        out.extend(f"{name}.{attr}" for attr in _changed(space, _vars(module)))
+        for cls_name, cls_space in classes.items():
+            cls = space[cls_name]
+            changed = _changed(cls_space, _vars(cls), dunders=False)
+            out.extend(f"{name}.{cls_name}.{attr}" for attr in changed)
+    return sorted(out)[:MAX_NAMES]
+
+
+def _changed(old: dict[str, Any], now: dict[str, Any], dunders: bool = True) -> list[str]:
+    return [
+        attr
+        for attr, value in old.items()
+        if (dunders or not attr.startswith("__"))
+        and now.get(attr, value) is not value
+        and _is_function_like(value)
+    ]
+
+
+def _vars(owner: Any) -> dict[str, Any]:
+    try:
+        return vars(owner) if owner is not None else {}
+    except TypeError:
+        return {}

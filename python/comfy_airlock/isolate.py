@@ -293,11 +293,7 @@ def _scan_error(name: str, src: Path, dst: Path, e: BaseException) -> IsolateErr
     config = Path(airlock_env.config_file(dst))
     with contextlib.suppress(ValueError):
         config = src / config.relative_to(dst)
-    module = undeclared.missing_module_of(e)
-    if module:
-        hint = undeclared.hint_here(module, str(config))
-    else:
-        hint = undeclared.looked_for_hint_here(undeclared.looked_for_of(e), str(config))
+    hint = undeclared.hint_of(e, str(config))
     return IsolateError(
         f"{name}: its nodes could not be read in its worker: {e}" + (f"\n{hint}" if hint else "")
     )

@@ -219,6 +219,25 @@ def looked_for_hint_here(modules: list[str], config: str) -> str | None:
     return looked_for_hint({m: provider_here(m) for m in modules}, config)
 
 
+def hint_of(e: BaseException, config: str) -> str | None:
+    """What to add, and where, for a pack whose import failed with ``e`` (local or re-created
+    from a worker's): the module its error names (ADR 0049), else the modules its import looked
+    for and found nowhere (ADR 0050); None when it shows neither."""
+    return _hint_for(missing_module_of(e), looked_for_of(e), config)
+
+
+def hint_of_failure(failure: dict[str, Any], config: str) -> str | None:
+    """:func:`hint_of`, of a scan failure as the scan cache records it."""
+    looked_for = looked_for_in(failure.get("traceback"))
+    return _hint_for(missing_module_of_failure(failure), looked_for, config)
+
+
+def _hint_for(module: str | None, looked_for: list[str], config: str) -> str | None:
+    if module:
+        return hint_here(module, config)
+    return looked_for_hint_here(looked_for, config)
+
+
 def hint(module: str, provider: Provider | None, config: str) -> str:
     """What to do about a pack that imports ``module`` without declaring it, its environment
     configured by the file ``config``."""

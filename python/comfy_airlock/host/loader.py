@@ -70,12 +70,7 @@ def _env_cause(e: BaseException) -> str:
 def _scan_failed(name: str, dir_: str, failure: dict[str, Any], cached: str | None) -> Mappings:
     reason = f"its nodes could not be read in its worker: {scan_cache.describe(failure)}"
     # An import the pack relies on ComfyUI's environment for (ADRs 0049, 0050).
-    module, config = undeclared.missing_module_of_failure(failure), _env.config_file(dir_)
-    if module:
-        hint: str | None = undeclared.hint_here(module, config)
-    else:
-        looked_for = undeclared.looked_for_in(failure.get("traceback"))
-        hint = undeclared.looked_for_hint_here(looked_for, config)
+    hint = undeclared.hint_of_failure(failure, _env.config_file(dir_))
     if hint:
         head, _, tb = reason.partition("\n")
         reason = f"{head}\n{hint}" + (f"\n{tb}" if tb else "")

@@ -428,16 +428,16 @@ def _rss_mib(pid: int | None) -> float | None:
 def _with_worker_traceback(e: BaseException, pack: str, node_id: str, pack_dir: str) -> None:
     """ComfyUI shows ``str(exc)`` and the host's frames only; the worker's traceback is what
     explains the failure, so it joins the message (the type is unchanged). A module the node
-    imports without the pack declaring it gets what to add, and where (ADR 0049)."""
+    imports without the pack declaring it gets what to add, and where (ADRs 0049, 0050)."""
     tb = getattr(e, "remote_traceback", None)
     if not tb or len(e.args) > 1 or getattr(e, "_airlock_annotated", False):
         return
     # A KeyError shows the repr of its argument: the text is given a repr that is itself, so
     # the traceback reads as lines, after the key quoted as natively.
     head = (repr if isinstance(e, KeyError) else str)(e.args[0]) if e.args else ""
-    module = undeclared.missing_module_of(e)
-    if module:
-        head += f"\n{undeclared.hint_here(module, airlock_env.config_file(pack_dir))}"
+    hint = undeclared.hint_of(e, airlock_env.config_file(pack_dir))
+    if hint:
+        head += f"\n{hint}"
     text = f"{head}\n\n[comfy-airlock] {node_id!r} raised in the worker of pack {pack!r}:\n{tb}"
     e.args = (_AsIs(text) if isinstance(e, KeyError) else text,)
     if isinstance(e, ImportError):

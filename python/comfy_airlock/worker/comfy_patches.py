@@ -43,10 +43,8 @@ def _comfy_modules(comfyui_dir: str) -> list[types.ModuleType]:
     out = []
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if not isinstance(path, str) or not path.startswith(roots):
-            continue
-        rel = next(path[len(r) :] for r in roots if path.startswith(r))
-        if rel.partition(os.sep)[0] not in _NOT_COMFY:
+        root = next((r for r in roots if isinstance(path, str) and path.startswith(r)), None)
+        if root is not None and path[len(root) :].partition(os.sep)[0] not in _NOT_COMFY:
             out.append(module)
     return out
 

@@ -167,16 +167,28 @@ impl Shared {
     }
 }
 
-struct StressCard(Arc<Mutex<Shared>>);
+struct StressCard {
+    shared: Arc<Mutex<Shared>>,
+    arbiter: Arc<Arbiter>,
+    /// Set by the run's first decision, which holds the turn until another worker waits.
+    met: Arc<AtomicBool>,
+}
 
 impl Card for StressCard {
     fn true_free(&mut self) -> Result<u64, TruthError> {
-        Ok(self.0.lock().unwrap().free)
+        // Contention made certain, not left to the scheduler: on a runner where each thread
+        // finishes its rounds within one time slice no decision overlaps another (CI saw
+        // `waits: 0`). The run's first decision keeps its turn until another worker queues;
+        // every worker asks for a turn in its first round, so one always comes.
+        if !self.met.swap(true, Ordering::Relaxed) {
+            wait_for(&self.arbiter, |s| s.waiting > 0);
+        }
+        Ok(self.shared.lock().unwrap().free)
     }
     fn evict(&mut self, c: &Candidate, want: u64) -> Result<u64, Refusal> {
         // Let other threads in between the decision's steps.
         thread::yield_now();
-        let mut s = self.0.lock().unwrap();
+        let mut s = self.shared.lock().unwrap();
         let (resident, busy) = *s.models.get(&c.key).ok_or(Refusal::Gone)?;
         if busy {
             return Err(Refusal::Busy);
@@ -225,6 +237,7 @@ fn stress_four_workers_and_upstream_evicting_concurrently() {
     let arbiter = Arc::new(Arbiter::new());
     let next_model = Arc::new(AtomicU64::new(1));
     let stop = Arc::new(AtomicBool::new(false));
+    let met = Arc::new(AtomicBool::new(false));
 
     let (done_tx, done_rx) = mpsc::channel();
     let run = {
@@ -232,15 +245,23 @@ fn stress_four_workers_and_upstream_evicting_concurrently() {
         thread::spawn(move || {
             let mut handles = Vec::new();
             for w in 0..WORKERS {
-                let (shared, arbiter, next_model) =
-                    (shared.clone(), arbiter.clone(), next_model.clone());
+                let (shared, arbiter, next_model, met) = (
+                    shared.clone(),
+                    arbiter.clone(),
+                    next_model.clone(),
+                    met.clone(),
+                );
                 handles.push(thread::spawn(move || {
                     let me = format!("w{w}");
                     let mut unsatisfied = 0;
                     for round in 0..ROUNDS {
                         let need = ((round * 7 + w as u64 * 13) % 20 + 1) << 20;
                         let cands = snapshot(&shared.lock().unwrap(), &me, round);
-                        let mut card = StressCard(shared.clone());
+                        let mut card = StressCard {
+                            shared: shared.clone(),
+                            arbiter: arbiter.clone(),
+                            met: met.clone(),
+                        };
                         let adm = arbiter.admit(need, &cands, &mut card).unwrap();
                         let Some(hold) = adm.hold else {
                             unsatisfied += 1;

@@ -11,6 +11,7 @@ too)::
     comfy = true                         # optional; add ComfyUI's requirements (default: detect)
     call-deadline = 600                  # optional; seconds one call may run
     pickle = ["datetime.datetime"]       # optional; types that may cross with pickle
+    packs = ["Pack-A", "Pack-B"]         # optional; a group: these subfolders, one worker
 
     [env_vars]
     KMP_DUPLICATE_LIB_OK = "TRUE"
@@ -90,6 +91,9 @@ class PackConfig(TypedDict):
     """Environment variables of the worker."""
     entry: str | None
     """The module the worker imports as the pack."""
+    members: list[str]
+    """A group's packs (``packs``): subfolders its one worker imports in this order (ADR 0054);
+    empty for a single pack."""
     comfy: bool | None
     """Whether ComfyUI's requirements go in (None: detected from the pack's imports)."""
     call_deadline: float | None
@@ -151,6 +155,9 @@ class EnvInfo(TypedDict):
     """Environment variables of the worker."""
     entry: str | None
     """The module the worker imports as the pack."""
+    members: list[str]
+    """A group's packs (``packs``): subfolders its one worker imports in this order (ADR 0054);
+    empty for a single pack."""
     comfy: bool
     """Whether ComfyUI's requirements are in the env."""
     python_version: str

@@ -16,6 +16,12 @@ def python_module(pack_dir: str) -> str:
     return f"custom_nodes.{os.path.basename(os.path.normpath(pack_dir))}"
 
 
+def node_module(pack_dir: str, meta: dict[str, Any]) -> str:
+    """:func:`python_module` of a scanned node: its member's, for a group (ADR 0054)."""
+    member = meta.get("member")
+    return python_module(os.path.join(pack_dir, member) if member else pack_dir)
+
+
 # A V3 node's hidden values (PROMPT, UNIQUE_ID, DYNPROMPT...) cross among its inputs under
 # this prefix: natively they reach the class clone apart from the inputs, and a node may have
 # an input of a hidden value's name (Easy-Use's promptLine: an input "prompt" beside hidden

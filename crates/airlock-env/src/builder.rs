@@ -78,6 +78,8 @@ pub struct EnvInfo {
     pub built: bool,
     pub env_vars: BTreeMap<String, String>,
     pub entry: Option<String>,
+    /// A group's packs, imported in this order into its one worker (`packs`, ADR 0054).
+    pub members: Vec<String>,
     /// What the pack's worker may do (deadline, sandbox, pickle); not part of the env.
     pub policy: WorkerPolicy,
     /// Whether ComfyUI's requirements are in the env.
@@ -380,6 +382,7 @@ fn info(plan: &Plan, opts: &EnvOptions, key: &str, built: bool) -> EnvInfo {
         built,
         env_vars: plan.config.env_vars.clone(),
         entry: plan.config.entry.clone(),
+        members: plan.config.members.clone(),
         policy: plan.config.policy.clone(),
         comfy: plan.comfy.is_some(),
         inputs_hash: plan.inputs_hash.clone(),

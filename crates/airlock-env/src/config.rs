@@ -13,6 +13,7 @@
 //! call-deadline = 600                     # optional; seconds one call may run (see `worker_policy`)
 //! pickle = ["datetime.datetime"]          # optional; types that may cross with pickle
 //! prestart = true                         # optional; start its worker with ComfyUI
+//! packs = ["Pack-A", "Pack-B"]            # optional; a group: these subfolders, one worker
 //!
 //! [env_vars]
 //! KMP_DUPLICATE_LIB_OK = "TRUE"
@@ -35,6 +36,7 @@ use serde::Serialize;
 use crate::comfy_env_pixi::CondaConfig;
 use crate::comfy_env_toml;
 use crate::error::ConfigError;
+use crate::group;
 use crate::requirement;
 use crate::requirements_txt;
 use crate::toml_doc::{Doc, Value, sorted};
@@ -88,6 +90,9 @@ pub struct PackConfig {
     pub env_vars: BTreeMap<String, String>,
     /// The module inside the pack that defines its nodes; `None`: the pack package itself.
     pub entry: Option<String>,
+    /// A group's packs (`packs`): subfolders imported in this order into one worker, sharing
+    /// this environment (`group`). Empty: the folder is one pack.
+    pub members: Vec<String>,
     /// Force (`true`) or disable (`false`) ComfyUI's requirements; `None`: detect.
     pub comfy: Option<bool>,
     /// What the worker may do: `call-deadline`, `[sandbox]`, `pickle` (airlock.toml only).
@@ -145,6 +150,7 @@ impl PackConfig {
             find_links: Vec::new(),
             env_vars: BTreeMap::new(),
             entry: None,
+            members: Vec::new(),
             comfy: None,
             policy: WorkerPolicy::default(),
             conda: None,
@@ -233,7 +239,9 @@ pub fn folder_name(dir: &Path) -> String {
 fn parse_airlock(doc: &Doc<'_>, c: &mut PackConfig) -> Result<(), ConfigError> {
     let table = doc.parse()?;
     let has_dependencies = table.keys().any(|k| k.get_ref().as_ref() == "dependencies");
+    let is_group = table.keys().any(|k| k.get_ref().as_ref() == "packs");
     if !has_dependencies
+        && !is_group
         && let Some((file, reqs)) = requirements_txt::read(&folder_name(&c.dir), &c.dir)?
     {
         c.dependencies = reqs;
@@ -255,7 +263,13 @@ fn parse_airlock(doc: &Doc<'_>, c: &mut PackConfig) -> Result<(), ConfigError> {
                     .collect()
             }
             "env_vars" => c.env_vars = doc.env_vars(k, v)?,
-            "entry" => c.entry = Some(entry(doc, k, v)?),
+            "entry" => {
+                let e = entry(doc, k, v)?;
+                if !c.members.is_empty() {
+                    return Err(doc.invalid(k, v, &e, group::NO_ENTRY));
+                }
+                c.entry = Some(e);
+            }
             "comfy" => c.comfy = Some(doc.bool(k, v)?),
             "call-deadline" => {
                 c.policy.call_deadline = Some(worker_policy::call_deadline(doc, k, v)?)
@@ -263,8 +277,17 @@ fn parse_airlock(doc: &Doc<'_>, c: &mut PackConfig) -> Result<(), ConfigError> {
             "sandbox" => c.policy.sandbox = worker_policy::sandbox(doc, k, v, &c.dir)?,
             "pickle" => c.policy.pickle = worker_policy::pickle(doc, k, v)?,
             "prestart" => c.policy.prestart = doc.bool(k, v)?,
+            "packs" => {
+                if let Some(e) = &c.entry {
+                    return Err(doc.invalid(k, v, e, group::NO_ENTRY));
+                }
+                c.members = group::members(doc, k, v, &c.dir)?;
+            }
             _ => return Err(doc.unknown_key(key, None)),
         }
+    }
+    if is_group && !has_dependencies {
+        c.dependencies = group::requirements(&c.name, &c.dir, &c.members)?;
     }
     Ok(())
 }

@@ -23,6 +23,7 @@ mod dry_run;
 mod error;
 mod flock;
 mod gc;
+mod group;
 mod hash;
 mod home;
 mod host_pins;

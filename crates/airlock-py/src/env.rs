@@ -63,6 +63,7 @@ pub fn config_dict<'py>(py: Python<'py>, c: &PackConfig) -> PyResult<Bound<'py, 
     d.set_item("find_links", &c.find_links)?;
     d.set_item("env_vars", map(py, &c.env_vars)?)?;
     d.set_item("entry", &c.entry)?;
+    d.set_item("members", &c.members)?;
     d.set_item("comfy", c.comfy)?;
     d.set_item(
         "conda",
@@ -117,6 +118,7 @@ fn info_dict<'py>(py: Python<'py>, i: &EnvInfo) -> PyResult<Bound<'py, PyDict>> 
     d.set_item("built", i.built)?;
     d.set_item("env_vars", map(py, &i.env_vars)?)?;
     d.set_item("entry", &i.entry)?;
+    d.set_item("members", &i.members)?;
     d.set_item("comfy", i.comfy)?;
     d.set_item("python_version", &i.interpreter.version)?;
     d.set_item("conda", i.conda)?;

@@ -113,6 +113,15 @@ def load_pack(pack_dir: str, name: str | None = None, config: str | None = None)
         return {}, {}
     for node_id, why in (meta.get("skipped") or {}).items():
         log.error("[comfy-airlock] pack %r: node %r skipped: %s", name, node_id, why)
+    for member, m in (meta.get("members") or {}).items():
+        if m.get("failed"):
+            log.error(
+                "[comfy-airlock] pack %r of group %r failed to import; the group's other packs "
+                "load without it:\n%s",
+                member,
+                name,
+                m["failed"],
+            )
     for folder in comfy_state.add_folders(meta.get("folders")):
         log.info("[comfy-airlock] pack %r registered the model folder %r", name, folder)
     mappings: dict[str, type] = {}
@@ -132,12 +141,19 @@ def load_pack(pack_dir: str, name: str | None = None, config: str | None = None)
     routes.remember(pack, meta.get("routes") or [])
     on_prompt.install(pack, set(mappings), int(meta.get("on_prompt") or 0))
     web_dirs.remember(
-        name, pack_dir, meta.get("web_directory"), meta.get("extension_web_dirs") or {}
+        name,
+        pack_dir,
+        meta.get("web_directory"),
+        meta.get("extension_web_dirs") or {},
+        {m: v.get("web_directory") for m, v in (meta.get("members") or {}).items()},
     )
     patched = meta.get("comfy_patches") or []
     if patched:
         log.warning("[comfy-airlock] %s", scan_cache.patches_note(name, patched))
-    workflow_templates.remember(name, pack_dir)
+    members = meta.get("members") or {}
+    loaded = [os.path.join(pack_dir, m) for m, v in members.items() if not v.get("failed")]
+    for folder in loaded or [pack_dir]:
+        workflow_templates.remember(name, folder)
     prestart.remember(pack, mappings)
     if old is not None:
         old.close()

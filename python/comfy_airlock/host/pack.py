@@ -63,6 +63,8 @@ class IsolatedPack:
     env_dir: str
     env_key: str
     entry: str | None = None
+    # A group's packs (airlock.toml `packs`, ADR 0054): subfolders its worker imports in order.
+    members: tuple[str, ...] = ()
     # Seconds a node call may run before it is stopped (airlock.toml `call-deadline`).
     call_deadline: float | None = None
     env_vars: dict[str, str] = field(default_factory=dict)
@@ -107,6 +109,7 @@ class IsolatedPack:
             env_dir=info["env_dir"],
             env_key=info["key"],
             entry=info.get("entry"),
+            members=tuple(info.get("members") or ()),
             env_vars=env_vars,
             call_deadline=info.get("call_deadline"),
             sandbox=dict(info.get("sandbox") or {}),
@@ -126,6 +129,7 @@ class IsolatedPack:
             "pack_dir": self.dir,
             "pack_name": self.name,
             "entry": self.entry,
+            "members": list(self.members),
             "folder_paths": folders,
             "comfy_requirements": self.comfy,
             **comfy_state.host_identity(comfyui),

@@ -19,7 +19,7 @@ from comfy_airlock import pack_values, type_shapes
 from comfy_airlock.comfy_values import register_comfy_codecs
 from comfy_airlock.host import live_inputs, prompt_context
 from comfy_airlock.host.pack import IsolatedPack
-from comfy_airlock.node_surface import NODE_ATTRS, model_kind, python_module
+from comfy_airlock.node_surface import NODE_ATTRS, model_kind, node_module
 
 log = logging.getLogger("comfy_airlock")
 pack_values.install_host()
@@ -154,7 +154,7 @@ def build_v1_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> ty
         "FUNCTION": function,
         function: run,
         "AIRLOCK_PACK": pack.name,
-        "RELATIVE_PYTHON_MODULE": python_module(pack.dir),
+        "RELATIVE_PYTHON_MODULE": node_module(pack.dir, meta),
     }
     # Non-callable IS_CHANGED & co. as the pack has them: ComfyUI treats them as natively.
     attrs.update(meta.get("constants") or {})

@@ -24,7 +24,7 @@ from comfy_airlock.host.proxy import (
     class_name,
     run_node,
 )
-from comfy_airlock.node_surface import HIDDEN_PREFIX, python_module
+from comfy_airlock.node_surface import HIDDEN_PREFIX, node_module
 
 # V3's V1 method names in the scan's ``methods``, and the V3 names ComfyUI calls.
 _V3_NAMES = {
@@ -61,7 +61,7 @@ def _class_attrs(info: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
 def build_v3_proxy(pack: IsolatedPack, node_id: str, meta: dict[str, Any]) -> type:
     from comfy_api.latest import _io
 
-    module = python_module(pack.dir)
+    module = node_module(pack.dir, meta)
     info = dict(meta["info"])
     info["python_module"] = module
     input_types = meta["INPUT_TYPES"]

@@ -51,13 +51,19 @@ _WARNED: set[str] = set()
 
 
 def folders(
-    pack: str, pack_dir: str, web_directory: str | None, injected: dict[str, str] | None = None
+    pack: str,
+    pack_dir: str,
+    web_directory: str | None,
+    injected: dict[str, str] | None = None,
+    members: dict[str, str | None] | None = None,
 ) -> list[WebDir]:
     """The web folders ComfyUI would register for the pack in ``pack_dir``, in its order: the
     ones the pack's import put into ``nodes.EXTENSION_WEB_DIRS`` itself (``injected``), then
     the ``pyproject.toml`` one, then ``WEB_DIRECTORY`` (a later one of the same name replaces
     an earlier). An injected folder outside the pack's own is not served: the host would be
-    serving, at a worker's word, files the worker may not even read (its sandbox)."""
+    serving, at a worker's word, files the worker may not even read (its sandbox). For a group
+    (ADR 0054), ``members`` maps each of its packs to its ``WEB_DIRECTORY``: the two rules
+    apply to each member's folder, as to a pack in ``custom_nodes/``."""
     found: dict[str, WebDir] = {}
     inside = os.path.realpath(pack_dir)
     for name, path in (injected or {}).items():
@@ -72,15 +78,21 @@ def folders(
             )
         elif os.path.isdir(real):
             found[name] = WebDir(pack, name, real)
-    project = _pyproject_web(pack_dir)
-    if project is not None:
-        name, path = project
-        found[name] = WebDir(pack, name, path)
-    if web_directory is not None:
-        path = os.path.abspath(os.path.join(pack_dir, web_directory))
-        if os.path.isdir(path):
-            name = os.path.basename(os.path.normpath(pack_dir))
+    sources = (
+        [(os.path.join(pack_dir, m), wd) for m, wd in members.items()]
+        if members
+        else [(pack_dir, web_directory)]
+    )
+    for folder, wd in sources:
+        project = _pyproject_web(folder)
+        if project is not None:
+            name, path = project
             found[name] = WebDir(pack, name, path)
+        if wd is not None:
+            path = os.path.abspath(os.path.join(folder, wd))
+            if os.path.isdir(path):
+                name = os.path.basename(os.path.normpath(folder))
+                found[name] = WebDir(pack, name, path)
     return list(found.values())
 
 
@@ -106,12 +118,16 @@ def _pyproject_web(pack_dir: str) -> tuple[str, str] | None:
 
 
 def remember(
-    pack: str, pack_dir: str, web_directory: str | None, injected: dict[str, str] | None = None
+    pack: str,
+    pack_dir: str,
+    web_directory: str | None,
+    injected: dict[str, str] | None = None,
+    members: dict[str, str | None] | None = None,
 ) -> None:
-    """Notes a loaded pack's web folders; :func:`mount_pending` serves them. A reloaded pack's
-    folders replace its old ones in the listing (a route already added stays: routes are
-    fixed once ComfyUI's server runs)."""
-    dirs = folders(pack, pack_dir, web_directory, injected)
+    """Notes a loaded pack's web folders (:func:`folders`); :func:`mount_pending` serves them.
+    A reloaded pack's folders replace its old ones in the listing (a route already added
+    stays: routes are fixed once ComfyUI's server runs)."""
+    dirs = folders(pack, pack_dir, web_directory, injected, members)
     with _LOCK:
         for name in [n for n, d in _DIRS.items() if d.pack == pack]:
             del _DIRS[name]

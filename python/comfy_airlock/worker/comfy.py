@@ -20,6 +20,7 @@ import inspect
 import logging
 import os
 import sys
+import traceback
 import types
 from typing import Any
 
@@ -64,6 +65,9 @@ _LOOP: asyncio.AbstractEventLoop | None = None
 _WEB_DIRS_BEFORE: dict[str, str] = {}
 # ComfyUI's functions the pack's import replaced in this worker (ADR 0053).
 _COMFY_PATCHED: list[str] = []
+# A group's packs (ADR 0054), in import order: each one's WEB_DIRECTORY, or its failure.
+_MEMBERS: dict[str, dict[str, str | None]] = {}
+_MEMBER_OF: dict[str, str] = {}  # a group's node id: the member that defines it
 
 # Args that only make sense for the host's server process. Its address (``listen``, ``port``,
 # the TLS files) is mirrored: packs build URLs to ComfyUI's own API from it (comfy_mtb fetches
@@ -164,42 +168,81 @@ def _load_pack() -> None:
     if _PACK is not None:
         return
     pack_dir = _CONFIG["pack_dir"]
-    name = _CONFIG.get("module_name") or os.path.basename(pack_dir.rstrip("/"))
+    members = _CONFIG.get("members") or []
     from comfy_airlock import compat
 
     compat.add_to_path()  # comfy-env packs import comfy_env (ours unless one is installed)
-    _prepare(pack_dir)
+    _prepare([os.path.join(pack_dir, m) for m in members] or [pack_dir])
     _WEB_DIRS_BEFORE = web_directory.extension_dirs()
     comfy_before = comfy_patches.snapshot(_CONFIG.get("comfyui_dir"))
-    init = os.path.join(pack_dir, "__init__.py")
-    if os.path.isfile(init):
-        spec = importlib.util.spec_from_file_location(
-            name, init, submodule_search_locations=[pack_dir]
-        )
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load the pack at {pack_dir}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            with import_misses.noted():
-                spec.loader.exec_module(module)
-        except BaseException:
-            sys.modules.pop(name, None)
-            raise
+    if members:
+        module = _load_members(pack_dir, members)
     else:
-        module = types.ModuleType(name)
-        module.__path__ = [pack_dir]  # type: ignore[attr-defined]
-        sys.modules[name] = module
-    entry = _CONFIG.get("entry")
-    if entry:
-        with import_misses.noted():
-            module = importlib.import_module(f"{name}.{entry}")
+        name = _CONFIG.get("module_name") or os.path.basename(pack_dir.rstrip("/"))
+        module = _import_folder(name, pack_dir)
+        entry = _CONFIG.get("entry")
+        if entry:
+            with import_misses.noted():
+                module = importlib.import_module(f"{name}.{entry}")
+        _collect(module, pack_dir)
     _COMFY_PATCHED[:] = comfy_patches.replaced(comfy_before)
     _PACK = module
     if "comfy.utils" in sys.modules:
         sys.modules["comfy.utils"].set_progress_bar_global_hook(_progress_hook)
-    _collect(module)
     _into_comfy_mappings()
+
+
+def _import_folder(name: str, folder: str) -> types.ModuleType:
+    """The package in ``folder`` imported as ``name``, as ComfyUI's ``load_custom_node`` does
+    (a folder without ``__init__.py``, an opt-in pack's, is a bare package)."""
+    init = os.path.join(folder, "__init__.py")
+    if not os.path.isfile(init):
+        module = types.ModuleType(name)
+        module.__path__ = [folder]  # type: ignore[attr-defined]
+        sys.modules[name] = module
+        return module
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[folder])
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the pack at {folder}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        with import_misses.noted():
+            spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _load_members(group_dir: str, members: list[str]) -> types.ModuleType:
+    """A group's packs (ADR 0054), each imported as ComfyUI imports a custom node folder, in
+    order, its nodes in ``nodes.NODE_CLASS_MAPPINGS`` before the next one imports (a pack that
+    looks for another at import finds it, as natively). A member that fails is named in the
+    scan with its traceback, and the others load, as ComfyUI goes on past a pack that fails; the
+    group fails only when every member does. Returns the first member that imported."""
+    first: types.ModuleType | None = None
+    failed: BaseException | None = None
+    for member in members:
+        folder = os.path.join(group_dir, member)
+        try:
+            module = _import_folder(member, folder)
+            _collect(module, folder, member)
+        except Exception as e:
+            failed = failed or e
+            text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+            _MEMBERS[member] = {"web_directory": None, "failed": text}  # the host logs it
+            continue
+        _MEMBERS[member] = {
+            "web_directory": web_directory.read(module, None),
+            "failed": None,
+        }
+        first = first or module
+        _into_comfy_mappings()
+    if first is None:
+        assert failed is not None
+        raise failed
+    return first
 
 
 def _into_comfy_mappings() -> None:
@@ -218,14 +261,15 @@ def _into_comfy_mappings() -> None:
         display.update(_DISPLAY)
 
 
-def _prepare(pack_dir: str) -> None:
-    """What ComfyUI has done natively before it imports a custom node; once, even if the
-    pack's import fails and is retried."""
+def _prepare(pack_dirs: list[str]) -> None:
+    """What ComfyUI has done natively before it imports a custom node (every pack's prestartup
+    script, then its own nodes); once, even if the pack's import fails and is retried."""
     global _PREPARED
     if _PREPARED:
         return
     _PREPARED = True
-    startup.run_prestartup(pack_dir)
+    for pack_dir in pack_dirs:
+        startup.run_prestartup(pack_dir)
     if _CONFIG.get("comfyui_dir"):
         startup.load_comfyui(
             _CONFIG["comfyui_dir"], _run_async, _CONFIG.get("comfy_requirements", True)
@@ -235,13 +279,18 @@ def _prepare(pack_dir: str) -> None:
         host_nodes.install()  # other packs' nodes, looked up by name (worker/host_nodes.py)
 
 
-def _collect(module: types.ModuleType) -> None:
+def _collect(module: types.ModuleType, pack_dir: str, member: str | None = None) -> None:
     # As ComfyUI's load_custom_node does: the frontend groups nodes by it.
-    relative = python_module(_CONFIG["pack_dir"])
+    relative = python_module(pack_dir)
     mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
     if mappings is not None:
+        for node_id in mappings:
+            if node_id in _NODES:  # natively too: the later pack's class replaces the earlier
+                log.warning("node %r of pack %r replaces an earlier pack's", node_id, member)
         _NODES.update(mappings)
         for node_id, cls in mappings.items():
+            if member is not None:
+                _MEMBER_OF[node_id] = member
             _set_module(cls, relative)
             if _is_v3(cls):  # a V3 class in V1 mappings: ComfyUI describes and runs it as V3
                 _V3.add(node_id)
@@ -250,8 +299,8 @@ def _collect(module: types.ModuleType) -> None:
     entrypoint = getattr(module, "comfy_entrypoint", None)
     if entrypoint is None:
         raise ImportError(
-            f"pack {_CONFIG.get('pack_name')!r} defines neither NODE_CLASS_MAPPINGS nor "
-            "comfy_entrypoint"
+            f"pack {member or _CONFIG.get('pack_name')!r} defines neither NODE_CLASS_MAPPINGS "
+            "nor comfy_entrypoint"
         )
 
     async def load() -> list[type]:
@@ -265,6 +314,8 @@ def _collect(module: types.ModuleType) -> None:
         schema = cls.GET_SCHEMA()
         _NODES[schema.node_id] = cls
         _V3.add(schema.node_id)
+        if member is not None:
+            _MEMBER_OF[schema.node_id] = member
         _set_module(cls, relative)
         if schema.display_name is not None:
             _DISPLAY[schema.node_id] = schema.display_name
@@ -318,6 +369,8 @@ def scan() -> dict[str, Any]:
             skipped[node_id] = str(e)
             continue
         meta["display_name"] = _DISPLAY.get(node_id)
+        if node_id in _MEMBER_OF:
+            meta["member"] = _MEMBER_OF[node_id]
         nodes[node_id] = meta
     return {
         "nodes": nodes,
@@ -325,7 +378,8 @@ def scan() -> dict[str, Any]:
         "folders": _added_folders(),
         "routes": _routes.describe(),
         "on_prompt": len(server_shim.PromptServer.instance.on_prompt_handlers),
-        "web_directory": web_directory.read(_PACK, _CONFIG.get("entry")),
+        "web_directory": None if _MEMBERS else web_directory.read(_PACK, _CONFIG.get("entry")),
+        "members": dict(_MEMBERS),
         "extension_web_dirs": web_directory.added(_WEB_DIRS_BEFORE),
         "comfy_patches": list(_COMFY_PATCHED),
     }

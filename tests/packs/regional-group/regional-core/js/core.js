@@ -1,0 +1,2 @@
+// Served at /extensions/regional-core/core.js, as natively.
+export const REGIONAL_CORE = true;

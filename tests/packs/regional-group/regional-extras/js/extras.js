@@ -1,0 +1,2 @@
+// Served at /extensions/regional-extras/extras.js, as natively.
+export const REGIONAL_EXTRAS = true;

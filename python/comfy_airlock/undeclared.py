@@ -252,7 +252,7 @@ def hint(module: str, provider: Provider | None, config: str) -> str:
         return (
             f"The pack imports {module} without declaring it; ComfyUI's Python finds it{where}, "
             "which no installed package provides (another custom node's code?): packs that "
-            "import each other's code belong in one environment."
+            "import each other's code belong in one environment: a group (`packs` in airlock.toml)."
         )
     return (
         f"The pack imports {module} without declaring it; natively it comes from ComfyUI's "

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::config::PackConfig;
 use crate::home::Home;
 
 /// Folders that hold no source the worker imports.
@@ -79,6 +80,16 @@ pub fn scan_key(
         h.update(b"pack\0");
     }
     hash_tree(&mut h, pack_dir)?;
+    // A group's member may be a link to a pack kept elsewhere (ADR 0054), which the walk does
+    // not follow: its files count all the same.
+    let members = PackConfig::load(pack_dir).map(|c| c.members);
+    for m in members.unwrap_or_default() {
+        let dir = pack_dir.join(&m);
+        if dir.is_symlink() {
+            h.update(format!("member={m}\0").as_bytes());
+            hash_tree(&mut h, &dir)?;
+        }
+    }
     let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     Ok(hex[..32].to_string())
 }
@@ -207,6 +218,22 @@ mod tests {
         assert_ne!(r1, scan_key(d.path(), "e", None, None, 3).unwrap());
         fs::write(rt.path().join("comfy.py"), "a = 2\n").unwrap();
         assert_ne!(r1, with_rt(rt.path()));
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_groups_linked_member_counts() {
+        let d = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let member = elsewhere.path().join("Impact");
+        fs::create_dir_all(&member).unwrap();
+        fs::write(member.join("__init__.py"), "").unwrap();
+        std::os::unix::fs::symlink(&member, d.path().join("Impact")).unwrap();
+        fs::write(d.path().join("airlock.toml"), "packs = [\"Impact\"]\n").unwrap();
+        let k = || scan_key(d.path(), "e", None, None, 3).unwrap();
+        let before = k();
+        fs::write(member.join("__init__.py"), "X = 1\n").unwrap();
+        assert_ne!(before, k(), "an edit in the linked member");
     }
 
     #[test]

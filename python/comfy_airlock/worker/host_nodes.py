@@ -9,7 +9,7 @@ the host, during a call, for a name it lacks: the host answers with that node's 
 (host/node_classes.py: ``INPUT_TYPES``, ``RETURN_TYPES``, ``OUTPUT_IS_LIST``, ``OUTPUT_NODE``...),
 and the mapping keeps a class that carries it. The class describes; it does not run: its
 ``FUNCTION`` raises, naming the node and where it runs (a pack calling another pack's node
-classes, as Inspire calls Impact's, needs both packs in one process).
+classes, as Inspire calls Impact's, needs both packs in one worker: a group, ADR 0054).
 
 What asks: ``mapping[name]``, ``name in mapping``, ``mapping.get(name)``. Listing the mapping
 (``keys()``, ``items()``, ``len()``) shows only what the worker has. Outside a call the lane is
@@ -81,7 +81,8 @@ def stand_in(name: str, found: dict[str, Any]) -> type:
         raise RuntimeError(
             f"node {name!r} runs in {runs_in}, not in this pack's worker: its class here "
             "describes it (INPUT_TYPES, RETURN_TYPES, OUTPUT_IS_LIST...) but cannot run it; "
-            "to call another pack's node classes, isolate both packs in one environment"
+            "to call another pack's node classes, isolate both packs in one group (a folder "
+            "whose airlock.toml says packs = [...]: docs/user-guide.md, section 2)"
         )
 
     attrs["INPUT_TYPES"] = classmethod(input_types_of)

@@ -37,7 +37,12 @@ pub(crate) fn members(
     doc.array(key, v, |item| {
         let name = doc.nonempty(key, item)?;
         if name.contains(['/', '\\', '\0']) || name.starts_with('.') {
-            return Err(doc.invalid(key, item, &name, "must be a folder name in the group's folder"));
+            return Err(doc.invalid(
+                key,
+                item,
+                &name,
+                "must be a folder name in the group's folder",
+            ));
         }
         if names.contains(&name) {
             return Err(doc.invalid(key, item, &name, "is named twice"));
@@ -105,7 +110,10 @@ mod tests {
             ("Impact/__init__.py", ""),
             ("Impact/requirements.txt", "numpy<2\nscipy\n"),
             ("Inspire/__init__.py", ""),
-            ("Inspire/requirements.txt", "# same numpy\nnumpy<2\nwebcolors\n"),
+            (
+                "Inspire/requirements.txt",
+                "# same numpy\nnumpy<2\nwebcolors\n",
+            ),
             ("requirements.txt", "never-read\n"),
         ]);
         let c = PackConfig::load(d.path()).unwrap();
@@ -117,7 +125,10 @@ mod tests {
     #[test]
     fn dependencies_replace_the_members_files() {
         let d = group(&[
-            ("airlock.toml", "dependencies = [\"six\"]\npacks = [\"A\"]\n"),
+            (
+                "airlock.toml",
+                "dependencies = [\"six\"]\npacks = [\"A\"]\n",
+            ),
             ("A/__init__.py", ""),
             ("A/requirements.txt", "numpy\n"),
         ]);
@@ -134,8 +145,14 @@ mod tests {
             ("packs = [\"B\"]\n", "is not a folder in the group's folder"),
             ("packs = [\"NoInit\"]\n", "has no __init__.py"),
             ("packs = \"A\"\n", "must be an array"),
-            ("entry = \"nodes\"\npacks = [\"A\"]\n", "cannot go with `packs`"),
-            ("packs = [\"A\"]\nentry = \"nodes\"\n", "cannot go with `packs`"),
+            (
+                "entry = \"nodes\"\npacks = [\"A\"]\n",
+                "cannot go with `packs`",
+            ),
+            (
+                "packs = [\"A\"]\nentry = \"nodes\"\n",
+                "cannot go with `packs`",
+            ),
         ];
         for (text, needle) in cases {
             let d = group(&[

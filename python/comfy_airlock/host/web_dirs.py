@@ -65,10 +65,13 @@ def folders(
     (ADR 0054), ``members`` maps each of its packs to its ``WEB_DIRECTORY``: the two rules
     apply to each member's folder, as to a pack in ``custom_nodes/``."""
     found: dict[str, WebDir] = {}
-    inside = os.path.realpath(pack_dir)
+    # A group's member may be a link to a pack kept elsewhere: its own folder counts as inside.
+    insides = [
+        os.path.realpath(p) for p in [pack_dir, *(os.path.join(pack_dir, m) for m in members or ())]
+    ]
     for name, path in (injected or {}).items():
         real = os.path.realpath(path)
-        if os.path.commonpath([inside, real]) != inside:
+        if not any(os.path.commonpath([inside, real]) == inside for inside in insides):
             log.warning(
                 "[comfy-airlock] pack %r: nodes.EXTENSION_WEB_DIRS[%r] is %s, outside the "
                 "pack's folder: not served",

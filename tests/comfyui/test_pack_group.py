@@ -30,7 +30,10 @@ def test_a_group_runs_its_packs_in_one_worker(start_comfyui, tmp_path):
     log = ui.log_text()
     # The failing member is named with its cause; the other two load without it.
     assert "pack 'regional-broken' of group 'regional-group' failed to import" in log, log[-3000:]
-    assert "regional_broken_missing_module" in log
+    assert "No module named 'regional_broken_missing_module'" in log
+    # What to do, in the group's own config (the host's Python lacks the module too).
+    want = "add the package that provides regional_broken_missing_module to `dependencies` in "
+    assert want + str(base / "isolated_nodes" / "regional-group" / "airlock.toml") in log
     assert "pack 'regional-group': 3 node(s) isolated" in log, log[-3000:]
 
     # Each member is its own pack to the frontend, as in custom_nodes/.

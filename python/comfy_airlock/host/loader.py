@@ -114,13 +114,16 @@ def load_pack(pack_dir: str, name: str | None = None, config: str | None = None)
     for node_id, why in (meta.get("skipped") or {}).items():
         log.error("[comfy-airlock] pack %r: node %r skipped: %s", name, node_id, why)
     for member, m in (meta.get("members") or {}).items():
-        if m.get("failed"):
+        failure = m.get("failed")
+        if failure:
+            hint = undeclared.hint_of_failure(failure, _env.config_file(pack_dir))
             log.error(
                 "[comfy-airlock] pack %r of group %r failed to import; the group's other packs "
-                "load without it:\n%s",
+                "load without it:\n%s%s",
                 member,
                 name,
-                m["failed"],
+                failure["traceback"],
+                f"{hint}\n" if hint else "",
             )
     for folder in comfy_state.add_folders(meta.get("folders")):
         log.info("[comfy-airlock] pack %r registered the model folder %r", name, folder)

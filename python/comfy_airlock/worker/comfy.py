@@ -66,7 +66,7 @@ _WEB_DIRS_BEFORE: dict[str, str] = {}
 # ComfyUI's functions the pack's import replaced in this worker (ADR 0053).
 _COMFY_PATCHED: list[str] = []
 # A group's packs (ADR 0054), in import order: each one's WEB_DIRECTORY, or its failure.
-_MEMBERS: dict[str, dict[str, str | None]] = {}
+_MEMBERS: dict[str, dict[str, Any]] = {}
 _MEMBER_OF: dict[str, str] = {}  # a group's node id: the member that defines it
 
 # Args that only make sense for the host's server process. Its address (``listen``, ``port``,
@@ -230,8 +230,10 @@ def _load_members(group_dir: str, members: list[str]) -> types.ModuleType:
             _collect(module, folder, member)
         except Exception as e:
             failed = failed or e
+            # As the scan cache records a pack's failure; the host logs it.
             text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-            _MEMBERS[member] = {"web_directory": None, "failed": text}  # the host logs it
+            failure = {"error": str(e), "type": type(e).__qualname__, "traceback": text}
+            _MEMBERS[member] = {"web_directory": None, "failed": failure}
             continue
         _MEMBERS[member] = {
             "web_directory": web_directory.read(module, None),

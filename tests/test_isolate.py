@@ -309,3 +309,83 @@ def test_a_swallowed_module_comfyui_lacks_too_leaves_the_error_and_its_note(comf
     looked = "looked for airlock_no_such_xyz, airlock_optional_xyz, which neither its environment"
     assert looked in r.stderr
     assert snapshot(comfy) == before
+
+
+GROUP_MEMBER = '''"""A pack that uses its group's other pack, and iniconfig without declaring it."""
+
+import iniconfig  # natively it comes from ComfyUI's environment
+
+
+class GroupCaller:
+    CATEGORY = "airlock tests"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "call"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def call(self):
+        return (iniconfig.__name__,)
+
+
+NODE_CLASS_MAPPINGS = {"GroupCaller": GroupCaller}
+'''
+
+
+def test_a_group_is_isolated_together_and_undo_restores(comfy, tmp_path):
+    """ADR 0054: two packs into one folder and one airlock.toml that names them; a member's
+    undeclared import is added as for one pack; --undo puts both back as they were."""
+    from importlib.metadata import version
+
+    pin = f"iniconfig=={version('iniconfig')}"
+    add_pack(comfy, "pack-a")
+    caller = comfy / "custom_nodes" / "pack-b"
+    caller.mkdir()
+    (caller / "__init__.py").write_text(GROUP_MEMBER)
+    (caller / "requirements.txt").write_text("six\n")
+    before = snapshot(comfy)
+    home = tmp_path / "home"
+    r = airlock(comfy, "isolate", "--group", "ab", "pack-a", "pack-b", home=home)
+    assert r.returncode == 0, r.stderr + r.stdout
+    group = comfy / "isolated_nodes" / "ab"
+    assert not (comfy / "custom_nodes" / "pack-a").exists()
+    assert (group / "pack-a" / "nodes.py").is_file() and (group / "pack-b").is_dir()
+    config = tomllib.loads((group / "airlock.toml").read_text())
+    assert config["packs"] == ["pack-a", "pack-b"]
+    assert config["dependencies"] == ["six>=1.16", "six", pin]
+    assert "from pack-a/requirements.txt and pack-b/requirements.txt" in r.stdout
+    assert "pack-b failed to import" not in r.stdout
+    assert "imports iniconfig without declaring it" in r.stdout
+    assert "ab: 2 node(s)" in r.stdout and "GroupCaller" in r.stdout, r.stdout
+    assert "pack-a, pack-b now run in one process of their own" in r.stdout
+
+    r = airlock(comfy, "isolate", "--undo", "ab", home=home)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "removed the group's folder" in r.stdout
+    assert snapshot(comfy) == before
+
+
+def test_a_group_member_that_cannot_import_puts_everything_back(comfy, tmp_path):
+    add_pack(comfy, "pack-a")
+    add_pack(comfy, "pack-b", {"__init__.py": "import airlock_no_such_module_xyz\n"})
+    before = snapshot(comfy)
+    r = airlock(comfy, "isolate", "--group", "ab", "pack-a", "pack-b", home=tmp_path / "home")
+    assert r.returncode == 1, r.stdout
+    assert "ab: its nodes could not be read in its worker: its pack pack-b failed to import" in (
+        r.stderr
+    )
+    assert "add the package that provides airlock_no_such_module_xyz" in r.stderr
+    assert snapshot(comfy) == before
+
+
+def test_a_group_refuses_a_member_with_its_own_config(comfy, tmp_path):
+    add_pack(comfy, "pack-a")
+    add_pack(comfy, "pack-b", {"airlock.toml": "dependencies = []\n"})
+    before = snapshot(comfy)
+    r = airlock(comfy, "isolate", "--group", "ab", "pack-a", "pack-b", home=tmp_path / "home")
+    assert r.returncode == 1
+    assert "pack-b: it has its own airlock.toml, and a group has one config" in r.stderr
+    r2 = airlock(comfy, "isolate", "pack-a", "pack-b", home=tmp_path / "home")
+    assert r2.returncode == 2 and "with --group NAME" in r2.stderr
+    assert snapshot(comfy) == before

@@ -215,6 +215,115 @@ def isolate(place: places.Place, name: str, say: Callable[[str], None] = _say) -
     say(f"Restart ComfyUI: {name} now runs in its own process, out of ComfyUI's.")
 
 
+def isolate_group(
+    place: places.Place, group: str, names: list[str], say: Callable[[str], None] = _say
+) -> None:
+    """Isolates the packs ``names`` together as the group ``group`` (ADR 0054): one folder in
+    ``isolated_nodes/`` that holds them, one ``airlock.toml`` that names them (``packs``) and
+    asks for all their requirements, one environment, one worker. Raises
+    :class:`IsolateError` with everything put back."""
+    if len(names) < 2:
+        raise IsolateError(f"{group}: a group is two packs or more (one is isolated alone)")
+    if len(set(names)) != len(names):
+        raise IsolateError(f"{group}: a pack is named twice")
+    dst = place.isolated_nodes / group
+    if _existing(dst):
+        raise IsolateError(f"{group}: {dst} exists already")
+    srcs = [check_isolatable(place, n)[0] for n in names]
+    for n, src in zip(names, srcs, strict=True):
+        own = [c for c in CONFIGS if (src / c).is_file()]
+        if own:
+            raise IsolateError(
+                f"{n}: it has its own {own[0]}, and a group has one config, its folder's: "
+                "make the group by hand (docs/user-guide.md, section 2)"
+            )
+    needs = _group_needs(names, srcs)
+    undo = _Undo()
+    try:
+        made_folder = not place.isolated_nodes.exists()
+        if made_folder:
+            place.isolated_nodes.mkdir()
+            undo.steps.append(place.isolated_nodes.rmdir)
+        dst.mkdir()
+        undo.steps.append(dst.rmdir)
+        for n, src in zip(names, srcs, strict=True):
+            _move(src, dst / n)
+            undo.steps.append(lambda src=src, moved=dst / n: _move(moved, src))
+            say(f"{n}: moved to {dst / n}")
+        written = _write_toml(dst, group, needs, {})
+        undo.steps.append((dst / AIRLOCK_TOML).unlink)
+        deps = ", ".join(needs.dependencies) or "none"
+        say(f"{group}: wrote {AIRLOCK_TOML} from {_sources(needs)}: dependencies: {deps}")
+        for note in needs.notes:
+            say(f"{group}: note: {note}")
+        try:
+            airlock_env.pack_config(dst)
+        except airlock_env.ConfigError as e:
+            raise IsolateError(str(e)) from e
+        marker = {"airlock_toml_sha256": written, "made_isolated_nodes": made_folder}
+        marker["group"] = names
+        (dst / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+        undo.steps.append((dst / MARKER).unlink)
+        info, meta = _build_and_scan(group, dst, dst, place, needs, marker, say)
+    except BaseException:
+        undo()
+        raise
+    for line in _nodes_lines(group, meta, info):
+        say(line)
+    if install.find_custom_node(place.custom_nodes) is None:
+        say("note: comfy-airlock's custom node is not in custom_nodes/: run `airlock install`")
+    together = ", ".join(names)
+    say(f"Restart ComfyUI: {together} now run in one process of their own, out of ComfyUI's.")
+
+
+def _group_needs(names: list[str], srcs: list[Path]) -> pack_requirements.PackNeeds:
+    """Every member's needs in member order, as ComfyUI-Manager installs each pack's into one
+    environment natively; a relative find-links folder made relative to the group's folder."""
+    group = pack_requirements.PackNeeds(packs=list(names))
+    for n, src in zip(names, srcs, strict=True):
+        try:
+            needs = pack_requirements.read_pack_needs(src)
+        except pack_requirements.RequirementsError as e:
+            raise IsolateError(f"{n}: {e}") from e
+        for dep in needs.dependencies:
+            group.add(dep)
+        if needs.index_url and group.index_url not in (None, needs.index_url):
+            raise IsolateError(
+                f"{n}: its index URL {needs.index_url} is not the group's {group.index_url}: "
+                "one environment has one index; make the group by hand"
+            )
+        group.index_url = group.index_url or needs.index_url
+        group.extra_index_urls += [
+            u for u in needs.extra_index_urls if u not in group.extra_index_urls
+        ]
+        for link in needs.find_links:
+            link = link if "://" in link or Path(link).is_absolute() else f"{n}/{link}"
+            if link not in group.find_links:
+                group.find_links.append(link)
+        group.sources += [f"{n}/{source}" for source in needs.sources]
+        group.notes += [f"{n}: {note}" for note in needs.notes]
+    return group
+
+
+class MemberFailed(Exception):
+    """A group's scan in which one of its packs failed to import (the others loaded)."""
+
+    def __init__(self, member: str, failure: dict[str, Any]) -> None:
+        super().__init__(
+            f"its pack {member} failed to import: {failure.get('type')}: {failure.get('error')}"
+        )
+        self.member = member
+        self.failure = failure
+
+
+def _member_failure(meta: dict[str, Any]) -> None:
+    """Raises :class:`MemberFailed` for the first member of a group that failed to import:
+    isolating a group that loads without one of its packs is not done."""
+    for member, m in (meta.get("members") or {}).items():
+        if m.get("failed"):
+            raise MemberFailed(member, m["failed"])
+
+
 def _build_and_scan(
     name: str,
     src: Path,
@@ -247,7 +356,9 @@ def _build_and_scan(
             continue
         pinned = []
         try:
-            return info, _scan(name, dst, info, place.comfyui)
+            meta = _scan(name, dst, info, place.comfyui)
+            _member_failure(meta)
+            return info, meta
         except Exception as e:
             found = _undeclared(e, added) if needs is not None else {}
             if not found or len(added) + len(found) > MAX_ADDED:
@@ -267,8 +378,12 @@ def _undeclared(e: BaseException, added: dict[str, str]) -> dict[str, undeclared
     """The modules the failed scan ``e`` shows the pack imports undeclared, which ComfyUI's
     environment provides and were not added already: the one its error names (ADR 0049), else
     the ones its import looked for and found nowhere (ADR 0050)."""
-    module = undeclared.missing_module_of(e)
-    names = [module] if module else undeclared.looked_for_of(e)
+    if isinstance(e, MemberFailed):
+        module = undeclared.missing_module_of_failure(e.failure)
+        looked_for = undeclared.looked_for_in(e.failure.get("traceback"))
+    else:
+        module, looked_for = undeclared.missing_module_of(e), undeclared.looked_for_of(e)
+    names = [module] if module else looked_for
     found = {}
     for m in names:
         provider = undeclared.provider_here(m)
@@ -293,7 +408,10 @@ def _scan_error(name: str, src: Path, dst: Path, e: BaseException) -> IsolateErr
     config = Path(airlock_env.config_file(dst))
     with contextlib.suppress(ValueError):
         config = src / config.relative_to(dst)
-    hint = undeclared.hint_of(e, str(config))
+    if isinstance(e, MemberFailed):
+        hint = undeclared.hint_of_failure(e.failure, str(config))
+    else:
+        hint = undeclared.hint_of(e, str(config))
     return IsolateError(
         f"{name}: its nodes could not be read in its worker: {e}" + (f"\n{hint}" if hint else "")
     )
@@ -348,6 +466,9 @@ def undo_isolate(place: places.Place, name: str, say: Callable[[str], None] = _s
         marker = json.loads(marker_path.read_text()) if marker_path.is_file() else None
     except (OSError, ValueError) as e:
         raise IsolateError(f"{name}: {marker_path} cannot be read: {e}") from e
+    if marker is not None and marker.get("group"):
+        _undo_group(place, name, src, marker, say)
+        return
     _move(src, dst)
     say(f"{name}: moved back to {dst}")
     if marker is None:
@@ -370,22 +491,79 @@ def undo_isolate(place: places.Place, name: str, say: Callable[[str], None] = _s
     say(f"Restart ComfyUI: it imports {name} into its own process again.")
 
 
+def _undo_group(
+    place: places.Place, name: str, src: Path, marker: dict[str, Any], say: Callable[[str], None]
+) -> None:
+    """Moves a group's packs back to ``custom_nodes/`` and removes the group's folder, or keeps
+    it, with the ``airlock.toml`` in it, when that was edited."""
+    members = [str(m) for m in marker["group"]]
+    for m in members:
+        if _existing(place.custom_nodes / m):
+            raise IsolateError(
+                f"{name}: {place.custom_nodes / m} exists already: move it away first"
+            )
+        if not _existing(src / m):
+            raise IsolateError(f"{name}: its pack {m} is not in {src} any more")
+    toml = src / AIRLOCK_TOML
+    wrote = marker.get("airlock_toml_sha256")
+    edited = toml.is_file() and wrote is not None and _sha(toml) != wrote
+    for m in members:
+        _move(src / m, place.custom_nodes / m)
+        say(f"{m}: moved back to {place.custom_nodes / m}")
+    (src / MARKER).unlink(missing_ok=True)
+    if edited:
+        say(f"{name}: you edited its {AIRLOCK_TOML}: kept, in {src}")
+    else:
+        toml.unlink(missing_ok=True)
+        try:
+            src.rmdir()
+            say(
+                f"{name}: removed the group's folder and the {AIRLOCK_TOML} `airlock isolate` wrote"
+            )
+        except OSError:
+            say(f"{name}: {src} holds more than the group's packs: kept")
+    if marker.get("made_isolated_nodes"):
+        with contextlib.suppress(OSError):
+            place.isolated_nodes.rmdir()
+    say(f"Restart ComfyUI: it imports {', '.join(members)} into its own process again.")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="airlock isolate",
         description="Move a pack from custom_nodes/ to isolated_nodes/, write its airlock.toml "
         "from its requirements, build its environment and list its nodes.",
     )
-    parser.add_argument("pack", metavar="PACK", help="the pack's folder name in custom_nodes/")
     parser.add_argument(
-        "--undo", action="store_true", help="move an isolated pack back to custom_nodes/"
+        "packs",
+        metavar="PACK",
+        nargs="+",
+        help="the pack's folder name in custom_nodes/ (several with --group)",
+    )
+    parser.add_argument(
+        "--group",
+        metavar="NAME",
+        help="isolate the PACKs together, in one worker and one environment, as the group NAME "
+        "(packs that call each other's code, such as Impact Pack and Inspire Pack)",
+    )
+    parser.add_argument(
+        "--undo",
+        action="store_true",
+        help="move an isolated pack, or a group's packs, back to custom_nodes/",
     )
     places.add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.group is None and len(args.packs) > 1:
+        parser.error("several packs are isolated together with --group NAME")
+    if args.undo and args.group is not None:
+        parser.error("--undo takes the group's name as its PACK, without --group")
     try:
         place = places.resolve(args.comfyui, args.base)
-        name = _pack_name(args.pack)
-        (undo_isolate if args.undo else isolate)(place, name)
+        names = [_pack_name(p) for p in args.packs]
+        if args.group is not None:
+            isolate_group(place, _pack_name(args.group), names)
+        else:
+            (undo_isolate if args.undo else isolate)(place, names[0])
     except (places.PlaceError, IsolateError, OSError) as e:
         print(f"airlock isolate: {e}", file=sys.stderr)
         return 1

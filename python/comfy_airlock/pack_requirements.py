@@ -48,6 +48,8 @@ class PackNeeds:
     find_links: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: A group's packs (``packs``, ADR 0054); empty for one pack.
+    packs: list[str] = field(default_factory=list)
 
     def lists(self, requirement: str) -> bool:
         """Whether ``requirement`` is already here (spaces and case aside)."""
@@ -200,6 +202,8 @@ def _toml_list(key: str, values: list[str]) -> str:
 def airlock_toml(needs: PackNeeds, header: str) -> str:
     """The ``airlock.toml`` text that asks for ``needs`` (``header`` is its opening comment)."""
     text = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    if needs.packs:
+        text += _toml_list("packs", needs.packs)
     text += _toml_list("dependencies", needs.dependencies)
     if needs.index_url:
         text += f"index-url = {json.dumps(needs.index_url, ensure_ascii=False)}\n"

@@ -2,7 +2,8 @@
 (ADR 0054): tests/packs/regional-group, members in the shape of ComfyUI-Impact-Pack (a class
 of its own passed between nodes, a node class with a static method) and ComfyUI-Inspire-Pack
 (it looks the other's class up in ``nodes.NODE_CLASS_MAPPINGS`` and calls that method), and a
-member whose import fails. One worker, one environment; each member is a pack to ComfyUI."""
+member whose import fails, and one of JavaScript alone. One worker, one environment; each
+member is a pack to ComfyUI."""
 
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ def test_a_group_runs_its_packs_in_one_worker(start_comfyui, tmp_path):
 
     # Each member's web folder and example workflows where ComfyUI serves a native pack's.
     listed = ui.get("/api/airlock/extensions")
-    for url in ("/extensions/regional-core/core.js", "/extensions/regional-extras/extras.js"):
+    js = ("regional-core/core.js", "regional-extras/extras.js", "regional-web/only.js")
+    for url in [f"/extensions/{path}" for path in js]:
         assert url in listed, listed
         assert b"export const" in ui.get(url, raw=True)
     assert ui.get("/api/workflow_templates/regional-extras/regional.json")["version"] == 0.4

@@ -227,7 +227,14 @@ def _load_members(group_dir: str, members: list[str]) -> types.ModuleType:
         folder = os.path.join(group_dir, member)
         try:
             module = _import_folder(member, folder)
-            _collect(module, folder, member)
+            if hasattr(module, "NODE_CLASS_MAPPINGS") or hasattr(module, "comfy_entrypoint"):
+                _collect(module, folder, member)
+            else:  # natively skipped with this warning, its web folder still served
+                log.warning(
+                    "Skip %s module for custom nodes due to the lack of NODE_CLASS_MAPPINGS or "
+                    "comfy_entrypoint (need one).",
+                    folder,
+                )
         except Exception as e:
             failed = failed or e
             # As the scan cache records a pack's failure; the host logs it.

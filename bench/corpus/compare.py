@@ -94,22 +94,26 @@ def answer_differs(native: dict[str, Any], isolated: dict[str, Any]) -> str | No
     return None
 
 
-def verdict(run: dict[str, Any]) -> str:
+def verdict(run: dict[str, Any], bases: tuple[str, ...] = ()) -> str:
     """A recorded node run's verdict, recomputed from its raw results (so that a change of
-    these rules needs no new run); a native rerun that differed stays the verdict."""
+    these rules needs no new run); a native rerun that differed stays the verdict. ``bases``:
+    the two servers' base directories, as the result records them."""
     if run.get("verdict") in ("nondeterministic natively", "not runnable"):
         return run["verdict"]
-    return run_class(run.get("native") or {}, run.get("isolated"))
+    return run_class(run.get("native") or {}, run.get("isolated"), bases)
 
 
-def run_class(native: dict[str, Any], isolated: dict[str, Any] | None) -> str:
-    """One node's verdict: ``identical``, ``differs``, ``isolated failed``, ``not run natively``
-    (native failed or timed out: a missing model file, say), or ``not runnable`` (the generator
-    cannot make its inputs)."""
+def run_class(
+    native: dict[str, Any], isolated: dict[str, Any] | None, bases: tuple[str, ...] = ()
+) -> str:
+    """One node's verdict: ``identical``, ``differs``, ``isolated failed``, ``same error``,
+    ``not run natively`` (native failed or timed out: a missing model file, say), or ``not
+    runnable`` (the generator cannot make its inputs). An error that names a path in its
+    server's base directory (``bases``: native, isolated) names it in the other's alike."""
     if native.get("status") == "not runnable":
         return "not runnable"
     if native.get("status") != "success":
-        if isolated is not None and _error_head(native) == _error_head(isolated):
+        if isolated is not None and _error_head(native) == _error_head(isolated, bases):
             return "same error"
         return "not run natively"
     if isolated is None or isolated.get("status") != "success":
@@ -124,9 +128,10 @@ def run_class(native: dict[str, Any], isolated: dict[str, Any] | None) -> str:
     return "identical by class and repr" if '\\"object\\":' in out else "identical"
 
 
-def _error_head(run: dict[str, Any]) -> str | None:
+def _error_head(run: dict[str, Any], bases: tuple[str, ...] = ()) -> str | None:
     """The exception type and the first line of its message (the isolated side appends the
-    worker's traceback to the message)."""
+    worker's traceback to the message); ``bases``: the isolated server's base directory in it
+    read as the native one's."""
     if run.get("status") != "error":
         return run.get("status")
     text = run.get("error") or ""
@@ -135,7 +140,10 @@ def _error_head(run: dict[str, Any]) -> str | None:
         text = text.split(mark)[0]
     # A type the host has not imported comes as RemoteError, its real name first in the text.
     text = text.strip().removeprefix("comfy_airlock.RemoteError: ")
-    return text.splitlines()[0].rstrip("'\"") if text else ""
+    head = text.splitlines()[0].rstrip("'\"") if text else ""
+    if len(bases) == 2:
+        head = head.replace(bases[1], bases[0])
+    return head
 
 
 def same_but_base(diff: str, bases: tuple[str, str]) -> bool:

@@ -36,7 +36,8 @@ def verdict(r: dict[str, Any]) -> str:
         return "nodes differ"
     if nodes.get("object_info_diff"):
         return "object_info differs"
-    runs = Counter(run_verdict(v) for v in (r.get("runs") or {}).values())
+    bases = tuple(nodes.get("bases") or ())
+    runs = Counter(run_verdict(v, bases) for v in (r.get("runs") or {}).values())
     if runs.get("differs") or runs.get("isolated failed"):
         return "outputs differ"
     routes = r.get("routes") or {}
@@ -61,7 +62,8 @@ def _base_diffs_dropped(r: dict[str, Any]) -> None:
 
 def row(r: dict[str, Any]) -> dict[str, Any]:
     nodes = r.get("nodes") or {}
-    runs = Counter(run_verdict(v) for v in (r.get("runs") or {}).values())
+    bases = tuple(nodes.get("bases") or ())
+    runs = Counter(run_verdict(v, bases) for v in (r.get("runs") or {}).values())
     routes = r.get("routes") or {}
     answers = routes.get("answers") or {}
     js = r.get("js") or {}

@@ -135,7 +135,7 @@ def run_nodes(native: Side, isolated: Side, nodes: dict[str, Any], both: set[str
             continue
         n = _run_on(native, prompt)
         i = _run_on(isolated, prompt) if name in both else None
-        verdict = compare.run_class(n, i)
+        verdict = compare.run_class(n, i, (str(native.ui.base_dir), str(isolated.ui.base_dir)))
         if verdict == "differs":
             # Rerun natively: a node that differs from itself is not comparable.
             native.forget()

@@ -342,6 +342,37 @@ def test_cli_doctor_reports_a_cached_import_failure(tmp_path: Path, home: Path, 
     assert r.returncode == 0 and "not read yet" in r.stdout
 
 
+def test_cli_doctor_names_a_groups_packs_and_a_member_that_failed(tmp_path: Path, home: Path):
+    """ADR 0054: a group is one pack to doctor, its packs listed; a member whose import failed
+    at ComfyUI's last start (the others loaded) makes it not ready, named with its error."""
+    from comfy_airlock.host import scan_cache
+
+    comfyui = fake_comfyui(tmp_path)
+    files = {
+        "airlock.toml": 'packs = ["core", "extras"]\n',
+        "core/__init__.py": "NODE_CLASS_MAPPINGS = {}\n",
+        "extras/__init__.py": "import nowhere\n",
+        "extras/requirements.txt": "six\n",
+    }
+    group = write_pack(comfyui / "isolated_nodes", "grp", files)
+    assert airlock("build", cwd=comfyui, home=home).returncode == 0
+    r = airlock("doctor", cwd=comfyui, home=home)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "packs      core, extras (a group: one env, one worker)" in r.stdout
+    (row,) = json.loads(airlock("doctor", "--json", cwd=comfyui, home=home).stdout)["packs"]
+    assert row["members"] == ["core", "extras"]
+
+    failure = {"error": "No module named 'nowhere'", "type": "ModuleNotFoundError"}
+    members = {"core": {"web_directory": None, "failed": None}, "extras": {"failed": failure}}
+    key = scan_cache.key(str(group), row["key"], str(comfyui))
+    scan_cache.store(home / "scans", key, {"nodes": {}, "members": members})
+    r = airlock("doctor", cwd=comfyui, home=home)
+    assert r.returncode == 1
+    assert "grp [NOT READY]" in r.stdout and "read at ComfyUI's last start" in r.stdout
+    assert "grp/extras" in r.stdout and "No module named 'nowhere'" in r.stdout
+    assert "grp: fix the import error" in r.stdout
+
+
 def test_cli_doctor_hints_fit_the_cause(tmp_path: Path, home: Path):
     comfyui = fake_comfyui(tmp_path)
     nodes = comfyui / "isolated_nodes"

@@ -135,6 +135,8 @@ pub struct PackReport {
     pub opted_in: bool,
     pub config_file: Option<PathBuf>,
     pub config_ok: bool,
+    /// A group's packs (`packs`, ADR 0054), in import order; empty for one pack.
+    pub members: Vec<String>,
     pub env: ReportState,
     pub env_dir: Option<PathBuf>,
     pub key: Option<String>,
@@ -246,6 +248,11 @@ fn unchecked(pack: &DiscoveredPack) -> PackReport {
         opted_in: pack.opted_in,
         config_file: pack.config.as_ref().ok().map(|c| c.file.clone()),
         config_ok: pack.config.is_ok(),
+        members: pack
+            .config
+            .as_ref()
+            .map(|c| c.members.clone())
+            .unwrap_or_default(),
         env: ReportState::Unknown,
         env_dir: None,
         key: None,
@@ -282,7 +289,15 @@ fn read_scan(
     r.scan_file = Some(scan_path(&opts.home, &key));
     r.nodes = Some(match cached_scan(&opts.home, &key) {
         CachedScan::Absent => NodesState::NotRead,
-        CachedScan::Nodes => NodesState::Read,
+        CachedScan::Nodes { failed_members } => {
+            // A group that loads without some of its packs (ADR 0054) is not all there.
+            for (member, f) in failed_members {
+                let name = format!("{}/{member}", r.name);
+                r.problems.push(import_problem(&name, &f));
+                r.import_error.get_or_insert(f);
+            }
+            NodesState::Read
+        }
         CachedScan::Failed(f) => {
             r.problems.push(import_problem(&r.name, &f));
             r.import_error = Some(f);
@@ -327,7 +342,7 @@ pub fn fix_for(r: &PackReport) -> Option<String> {
         "run `airlock build` to build its environment"
     } else if r.env == ReportState::Broken {
         "run `airlock build` to rebuild its environment"
-    } else if r.nodes == Some(NodesState::Failed) {
+    } else if r.nodes == Some(NodesState::Failed) || r.import_error.is_some() {
         "fix the import error shown above (in the pack's code, or add what it imports to its \
          dependencies); ComfyUI reads its nodes again once the pack or its environment changes"
     } else {

@@ -51,8 +51,10 @@ pub enum CachedScan {
     /// Nothing: the pack was not scanned with this content (its nodes are read at ComfyUI's
     /// next start).
     Absent,
-    /// Its nodes were read.
-    Nodes,
+    /// Its nodes were read; for a group, the members whose import failed (ADR 0054).
+    Nodes {
+        failed_members: Vec<(String, ScanFailure)>,
+    },
     /// Its import failed.
     Failed(ScanFailure),
 }
@@ -144,15 +146,30 @@ pub fn cached_scan(home: &Home, key: &str) -> CachedScan {
 
 fn parse_cached(text: &str) -> CachedScan {
     #[derive(Deserialize)]
+    struct Member {
+        failed: Option<ScanFailure>,
+    }
+    #[derive(Deserialize)]
     struct Entry {
         failed: Option<ScanFailure>,
         nodes: Option<serde_json::Value>,
+        #[serde(default)]
+        members: std::collections::BTreeMap<String, Member>,
     }
     match serde_json::from_str::<Entry>(text) {
         Ok(Entry {
             failed: Some(f), ..
         }) => CachedScan::Failed(f),
-        Ok(Entry { nodes: Some(_), .. }) => CachedScan::Nodes,
+        Ok(Entry {
+            nodes: Some(_),
+            members,
+            ..
+        }) => CachedScan::Nodes {
+            failed_members: members
+                .into_iter()
+                .filter_map(|(name, m)| m.failed.map(|f| (name, f)))
+                .collect(),
+        },
         _ => CachedScan::Absent,
     }
 }
@@ -238,7 +255,25 @@ mod tests {
 
     #[test]
     fn cached_entries_are_told_apart() {
-        assert_eq!(parse_cached("{\"nodes\": {}}"), CachedScan::Nodes);
+        let nodes = CachedScan::Nodes {
+            failed_members: Vec::new(),
+        };
+        assert_eq!(parse_cached("{\"nodes\": {}}"), nodes);
+        let group = "{\"nodes\": {}, \"members\": {\"a\": {\"web_directory\": null, \
+                     \"failed\": null}, \"b\": {\"failed\": {\"error\": \"boom\"}}}}";
+        match parse_cached(group) {
+            CachedScan::Nodes { failed_members } => {
+                assert_eq!(failed_members.len(), 1);
+                assert_eq!(
+                    (
+                        failed_members[0].0.as_str(),
+                        failed_members[0].1.error.as_str()
+                    ),
+                    ("b", "boom")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
         assert_eq!(parse_cached("not json"), CachedScan::Absent);
         assert_eq!(parse_cached("{}"), CachedScan::Absent);
         let f = parse_cached(

@@ -127,6 +127,12 @@ fn print_report(r: &PackReport) {
         (_, false) => "custom_nodes, NOT opted in (ComfyUI imports it in-process)",
     };
     println!("  placement  {placement}");
+    if !r.members.is_empty() {
+        println!(
+            "  packs      {} (a group: one env, one worker)",
+            r.members.join(", ")
+        );
+    }
     match (&r.config_file, r.config_ok) {
         (Some(f), true) => println!("  config     ok ({})", f.display()),
         _ => println!("  config     invalid"),

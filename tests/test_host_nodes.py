@@ -78,3 +78,20 @@ def test_outside_a_call_the_mapping_is_a_plain_dict(host_nodes_module, monkeypat
         mappings["Upstream"]
     host_nodes.install()  # twice: still the same object
     assert worker_nodes.NODE_CLASS_MAPPINGS is mappings
+
+
+def test_a_helper_the_stand_in_lacks_is_missing_and_the_log_says_why(host_nodes_module, caplog):
+    """Inspire Pack asks ``hasattr(NODE_CLASS_MAPPINGS['ImpactWildcardProcessor'], 'process')``
+    (a static helper of Impact's class): absent, as on an old Impact, with a warning that says
+    the two packs belong in one group; a node attribute read with a default says nothing."""
+    cls = host_nodes.stand_in("Upstream", node_classes.surface("Upstream"))
+    with caplog.at_level("WARNING", logger="comfy_airlock.worker"):
+        assert not hasattr(cls, "process") and not hasattr(cls, "process")
+        assert getattr(cls, "VALIDATE_INPUTS", None) is None
+        assert not hasattr(cls, "__wrapped__")
+    (record,) = caplog.records
+    msg = record.getMessage()
+    assert "looked for 'process' on node 'Upstream'" in msg
+    assert "ComfyUI's process (custom_nodes.some-pack)" in msg and "airlock isolate --group" in msg
+    with pytest.raises(AttributeError, match="type object 'Upstream' has no attribute 'process'"):
+        cls.process  # noqa: B018

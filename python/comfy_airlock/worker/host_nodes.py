@@ -25,6 +25,7 @@ import logging
 import sys
 from typing import Any
 
+from comfy_airlock.node_surface import NODE_ATTRS
 from comfy_airlock.type_shapes import from_marker
 from comfy_airlock.worker import server_shim
 
@@ -66,6 +67,40 @@ class HostNodeMappings(dict):
         return cls
 
 
+# Attributes a pack may read off any node class and find absent: not a sign of a call into
+# the other pack's code.
+_SURFACE = frozenset(NODE_ATTRS) | {
+    "FUNCTION",
+    "INPUT_TYPES",
+    "IS_CHANGED",
+    "VALIDATE_INPUTS",
+    "check_lazy_status",
+    "RELATIVE_PYTHON_MODULE",
+    "GET_SCHEMA",
+}
+_NOTED: set[tuple[str, str]] = set()
+
+
+class _Elsewhere(type):
+    """The stand-in's metaclass: an attribute the class lacks (a static helper such as Impact's
+    ``ImpactWildcardProcessor.process``, which Inspire looks for with ``hasattr``) is missing,
+    as it would be on an old version of the pack; the log says why, once per name."""
+
+    def __getattr__(cls, attr: str) -> Any:
+        name, runs_in = cls.__dict__["_airlock_node"], cls.__dict__["_airlock_runs_in"]
+        if not attr.startswith("__") and attr not in _SURFACE and (name, attr) not in _NOTED:
+            _NOTED.add((name, attr))
+            log.warning(
+                "the pack looked for %r on node %r, which runs in %s, not in this worker: its "
+                "class here only describes it. To call another pack's node code, isolate both "
+                "packs in one group (`airlock isolate --group`, docs/user-guide.md section 2)",
+                attr,
+                name,
+                runs_in,
+            )
+        raise AttributeError(f"type object {name!r} has no attribute {attr!r}")
+
+
 def stand_in(name: str, found: dict[str, Any]) -> type:
     """A class with the surface of the host's node ``name``, whose function raises."""
     attrs: dict[str, Any] = {k: from_marker(v) for k, v in found["attrs"].items()}
@@ -89,7 +124,8 @@ def stand_in(name: str, found: dict[str, Any]) -> type:
     attrs[str(attrs.get("FUNCTION") or "execute")] = runs_elsewhere
     attrs["__doc__"] = f"Node {name!r} of {runs_in}, as this worker sees it (no function)."
     attrs["__module__"] = __name__
-    return type(name if name.isidentifier() else "HostNode", (), attrs)
+    attrs["_airlock_node"], attrs["_airlock_runs_in"] = name, runs_in
+    return _Elsewhere(name if name.isidentifier() else "HostNode", (), attrs)
 
 
 def install() -> None:

@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         feedback = [m["data"] for m in ui.messages(type="inspire-node-feedback")]
         print("inspire-node-feedback:", json.dumps(feedback))
         for line in ui.log_text().splitlines():
-            if "node(s) isolated" in line or "Impact Pack is outdated" in line:
+            keep = ("node(s) isolated", "Impact Pack is outdated", "in one group")
+            if any(k in line for k in keep):
                 print("log:", line.split("] ", 1)[-1])
     finally:
         ui.stop()

@@ -365,6 +365,19 @@ def test_a_group_is_isolated_together_and_undo_restores(comfy, tmp_path):
     assert "removed the group's folder" in r.stdout
     assert snapshot(comfy) == before
 
+    # Grouped again, its airlock.toml edited: --undo keeps the folder with the edited file.
+    r = airlock(comfy, "isolate", "--group", "ab", "pack-a", "pack-b", home=home)
+    assert r.returncode == 0, r.stderr + r.stdout
+    with (group / "airlock.toml").open("a") as f:
+        f.write('python = "3.11"\n')
+    r = airlock(comfy, "isolate", "--undo", "ab", home=home)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "you edited its airlock.toml: kept" in r.stdout
+    assert sorted(p.name for p in group.iterdir()) == ["airlock.toml"]
+    assert (comfy / "custom_nodes" / "pack-a").is_dir() and (
+        comfy / "custom_nodes" / "pack-b"
+    ).is_dir()
+
 
 def test_a_group_member_that_cannot_import_puts_everything_back(comfy, tmp_path):
     add_pack(comfy, "pack-a")

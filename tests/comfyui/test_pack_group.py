@@ -68,7 +68,7 @@ def test_a_group_runs_its_packs_in_one_worker(start_comfyui, tmp_path):
     }
     entry = ui.run(prompt)
     (text,) = _text(entry, "3")
-    assert text.startswith("core at import: True; regions: 2 "), text
+    assert text.startswith("prestartup: ran; core at import: True; regions: 2 "), text
     assert "RegionalPrompt" in text and text.endswith("mean: 0.5000"), text
 
     # Each member's web folder and example workflows where ComfyUI serves a native pack's.

@@ -2,6 +2,8 @@
 ``nodes.NODE_CLASS_MAPPINGS`` (at import, and at run time as Inspire's ``impact_sampling``
 does) and calls its static method on a value the other pack's node made."""
 
+import os
+
 import nodes
 
 SAW_CORE_AT_IMPORT = "RegionalCoreSampler" in nodes.NODE_CLASS_MAPPINGS
@@ -25,6 +27,7 @@ class RegionalExtrasSample:
         out = sampler.separated_sample(image, regional_prompts, scale=2.0)
         first = type(regional_prompts[0])
         text = (
+            f"prestartup: {os.environ.get('REGIONAL_CORE_PRESTARTUP')}; "
             f"core at import: {SAW_CORE_AT_IMPORT}; "
             f"regions: {len(regional_prompts)} {first.__module__}.{first.__qualname__}; "
             f"mean: {out.mean().item():.4f}"

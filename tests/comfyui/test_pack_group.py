@@ -35,7 +35,7 @@ def test_a_group_runs_its_packs_in_one_worker(start_comfyui, tmp_path):
     # What to do, in the group's own config (the host's Python lacks the module too).
     want = "add the package that provides regional_broken_missing_module to `dependencies` in "
     assert want + str(base / "isolated_nodes" / "regional-group" / "airlock.toml") in log
-    assert "pack 'regional-group': 3 node(s) isolated" in log, log[-3000:]
+    assert "pack 'regional-group': 4 node(s) isolated" in log, log[-3000:]
 
     # Each member is its own pack to the frontend, as in custom_nodes/.
     info = ui.object_info()
@@ -44,6 +44,8 @@ def test_a_group_runs_its_packs_in_one_worker(start_comfyui, tmp_path):
         "RegionalCoreRegions": "custom_nodes.regional-core",
         "RegionalCoreSampler": "custom_nodes.regional-core",
         "RegionalExtrasSample": "custom_nodes.regional-extras",
+        # Defined by both: the later pack's, as natively.
+        "RegionalShared": "custom_nodes.regional-extras",
     }
 
     # One member's object, into the other member's node, which calls the first member's class.
@@ -69,7 +71,7 @@ def test_a_group_runs_its_packs_in_one_worker(start_comfyui, tmp_path):
     entry = ui.run(prompt)
     (text,) = _text(entry, "3")
     assert text.startswith("prestartup: ran; core at import: True; regions: 2 "), text
-    assert "RegionalPrompt" in text and text.endswith("mean: 0.5000"), text
+    assert "RegionalPrompt" in text and text.endswith("shared: regional-extras; mean: 0.5000")
 
     # Each member's web folder and example workflows where ComfyUI serves a native pack's.
     listed = ui.get("/api/airlock/extensions")

@@ -68,6 +68,9 @@ _COMFY_PATCHED: list[str] = []
 # A group's packs (ADR 0054), in import order: each one's WEB_DIRECTORY, or its failure.
 _MEMBERS: dict[str, dict[str, Any]] = {}
 _MEMBER_OF: dict[str, str] = {}  # a group's node id: the member that defines it
+# ComfyUI's own node ids (builtin and extras) before any pack imports: a pack never replaces
+# them in ``nodes.NODE_CLASS_MAPPINGS``, as ComfyUI's ``ignore`` set keeps them natively.
+_COMFYS_OWN: set[str] = set()
 
 # Args that only make sense for the host's server process. Its address (``listen``, ``port``,
 # the TLS files) is mirrored: packs build URLs to ComfyUI's own API from it (comfy_mtb fetches
@@ -256,15 +259,17 @@ def _load_members(group_dir: str, members: list[str]) -> types.ModuleType:
 
 def _into_comfy_mappings() -> None:
     """The pack's nodes in ``nodes.NODE_CLASS_MAPPINGS``, as ComfyUI adds them after importing
-    a pack (never over one of its own nodes): a node that looks up another of its pack's
-    classes there at run time finds it. Other packs' nodes are asked of the host by name
+    a pack (never over one of its own nodes; over an earlier pack's of a group, as a later
+    pack's replaces it natively): a node that looks up another of its pack's classes there at
+    run time finds it. Other packs' nodes are asked of the host by name
     (worker/host_nodes.py)."""
     comfy_nodes = sys.modules.get("nodes")
     mappings = getattr(comfy_nodes, "NODE_CLASS_MAPPINGS", None)
     if not isinstance(mappings, dict):
         return
     for node_id, cls in _NODES.items():
-        mappings.setdefault(node_id, cls)
+        if node_id not in _COMFYS_OWN:
+            mappings[node_id] = cls
     display = getattr(comfy_nodes, "NODE_DISPLAY_NAME_MAPPINGS", None)
     if isinstance(display, dict):
         display.update(_DISPLAY)
@@ -286,6 +291,7 @@ def _prepare(pack_dirs: list[str]) -> None:
         level = (_CONFIG.get("args") or {}).get("verbose") or "INFO"
         aimdo.start(bool(_CONFIG.get("aimdo")), str(level))  # as main.py, when the host runs it
         host_nodes.install()  # other packs' nodes, looked up by name (worker/host_nodes.py)
+    _COMFYS_OWN.update(getattr(sys.modules.get("nodes"), "NODE_CLASS_MAPPINGS", None) or ())
 
 
 def _collect(module: types.ModuleType, pack_dir: str, member: str | None = None) -> None:
@@ -300,6 +306,7 @@ def _collect(module: types.ModuleType, pack_dir: str, member: str | None = None)
         for node_id, cls in mappings.items():
             if member is not None:
                 _MEMBER_OF[node_id] = member
+            _V3.discard(node_id)  # an earlier member's node of that id was replaced
             _set_module(cls, relative)
             if _is_v3(cls):  # a V3 class in V1 mappings: ComfyUI describes and runs it as V3
                 _V3.add(node_id)

@@ -49,7 +49,25 @@ class RegionalCoreSampler:
         return (self.separated_sample(image, regional_prompts),)
 
 
+class RegionalShared:
+    """A node id both members define: natively the later pack's class replaces this one."""
+
+    WHO = "regional-core"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "doit"
+    CATEGORY = "tests/regional"
+
+    def doit(self):
+        return (self.WHO,)
+
+
 NODE_CLASS_MAPPINGS = {
     "RegionalCoreRegions": RegionalCoreRegions,
     "RegionalCoreSampler": RegionalCoreSampler,
+    "RegionalShared": RegionalShared,
 }

@@ -30,9 +30,30 @@ class RegionalExtrasSample:
             f"prestartup: {os.environ.get('REGIONAL_CORE_PRESTARTUP')}; "
             f"core at import: {SAW_CORE_AT_IMPORT}; "
             f"regions: {len(regional_prompts)} {first.__module__}.{first.__qualname__}; "
+            f"shared: {nodes.NODE_CLASS_MAPPINGS['RegionalShared'].WHO}; "
             f"mean: {out.mean().item():.4f}"
         )
         return {"ui": {"text": [text]}, "result": (out,)}
 
 
-NODE_CLASS_MAPPINGS = {"RegionalExtrasSample": RegionalExtrasSample}
+class RegionalShared:
+    """The same node id as regional-core's: this later pack's class replaces it."""
+
+    WHO = "regional-extras"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "doit"
+    CATEGORY = "tests/regional"
+
+    def doit(self):
+        return (self.WHO,)
+
+
+NODE_CLASS_MAPPINGS = {
+    "RegionalExtrasSample": RegionalExtrasSample,
+    "RegionalShared": RegionalShared,
+}

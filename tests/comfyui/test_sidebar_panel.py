@@ -87,6 +87,7 @@ def ui(comfyui_dir, tmp_path_factory, card, fake_nvml):
         isolated={
             "legacy-numpy": ROOT / "examples" / "packs" / "legacy-numpy",
             "memory-pack": TEST_PACKS / "memory-pack",
+            "regional-group": TEST_PACKS / "regional-group",
         },
     )
     ui = ComfyUI(
@@ -207,6 +208,9 @@ def test_the_tab_shows_packs_workers_models_ledger_and_history(ui, browser):
     assert browser.text("legacy-numpy", "python").startswith("3.10.")
     assert browser.text("legacy-numpy", "numpy").startswith("1.26.")
     assert browser.text("legacy-numpy", "torch") == "-"  # its env has none
+    # A group: one card, one worker, its packs named (ADR 0054).
+    members = "packs: regional-core, regional-broken, regional-extras, regional-web"
+    assert browser.text("regional-group", "members") == members
     expect(browser.cell("memory-pack", "rss")).to_contain_text("MiB", timeout=10_000)
     # Why a pack is not loaded; it has nothing to restart.
     assert browser.text("misplaced-pack", "state") == "failed (placement)"

@@ -356,6 +356,8 @@ class IsolatedPack:
         pid = w.pid if w is not None else None
         return {
             "pack": self.name,
+            # A group's packs (ADR 0054), in import order; empty for one pack.
+            "members": list(self.members),
             "state": "running" if (w is not None and w.alive) else "idle",
             "pid": pid,
             "generation": w.generation if w is not None else 0,

@@ -91,6 +91,13 @@ function packCard(row, rss, onAction) {
     head.appendChild(button("release", row.pack, "Unload the models this worker holds", onAction));
   }
   card.appendChild(head);
+  if (row.members && row.members.length) {
+    // A group (ADR 0054): its packs share this one worker.
+    card.appendChild(el("div", `packs: ${row.members.join(", ")}`, { "data-key": "members" }, {
+      fontSize: "11px",
+      opacity: "0.8",
+    }));
+  }
   if (failed) return card; // why: under Errors
   const grid = el("div", null, {}, {
     display: "grid",

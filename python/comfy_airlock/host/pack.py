@@ -80,6 +80,8 @@ class IsolatedPack:
     stats: PackStats = field(default_factory=PackStats)
     # Calls in flight: a worker with none is idle (its models are evicted first).
     busy: int = 0
+    # Node calls among them: a route request waits for them (host/routes.py says so).
+    nodes_running: int = 0
     # When the last call ended (monotonic): idle workers release their models after a while.
     idle_since: float = field(default_factory=time.monotonic)
     # Admission holds of loads not yet done (memory/admission.py), given back when the worker
@@ -237,6 +239,7 @@ class IsolatedPack:
         heartbeat.sync()
         RAM.push_headroom(self)
         self.busy += 1
+        self.nodes_running += node
         try:
             w = self.worker()
             if not node:
@@ -266,6 +269,7 @@ class IsolatedPack:
             raise
         finally:
             self.busy -= 1
+            self.nodes_running -= node
             self.idle_since = time.monotonic()
             if self.busy == 0 and self.holds:
                 admission.release(self)

@@ -38,6 +38,9 @@ from comfy_airlock.supervisor import CONNECT_TIMEOUT_S
 log = logging.getLogger("comfy_airlock")
 
 TARGET = "comfy_airlock.worker.comfy:serve_route"
+# How much longer than the bound the host waits for the worker's own answer (the worker
+# cancels a handler past the request's expiry and answers that).
+_WORKER_GRACE_S = 5.0
 # Bodies above this cross as an array, through shared memory, not in a frame.
 _INLINE = 1 << 20
 # Set by the host's own server, not copied from the worker's.
@@ -173,10 +176,20 @@ async def _forward(name: str, request: Any) -> Any:
     }
     try:
         reply = await asyncio.wait_for(
-            loop.run_in_executor(_POOL, pack.call, TARGET, req), bound + 5
+            loop.run_in_executor(_POOL, pack.call, TARGET, req), bound + _WORKER_GRACE_S
         )
     except asyncio.TimeoutError:
         msg = f"pack {name!r} did not answer {where} within {bound:.0f} s ({settings.ENV['route_timeout_s']})"
+        if pack.nodes_running:
+            # The request waited behind one of the pack's nodes: say so, since a node that waits
+            # for this very request (an image chooser's pick) never ends here.
+            msg += (
+                ": its worker was running one of the pack's nodes, and a worker answers its "
+                "pack's routes between node calls. A node that waits for this request while "
+                "it runs (an image chooser, a pause node) cannot get it isolated: run the pack "
+                "from custom_nodes/"
+            )
+            log.warning("[comfy-airlock] %s", msg)
         return _error(web, 504, msg)
     except Exception as e:
         return _failed(web, name, where, e)

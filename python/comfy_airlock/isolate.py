@@ -208,11 +208,7 @@ def isolate(place: places.Place, name: str, say: Callable[[str], None] = _say) -
     except BaseException:
         undo()
         raise
-    for line in _nodes_lines(name, meta, info):
-        say(line)
-    if install.find_custom_node(place.custom_nodes) is None:
-        say("note: comfy-airlock's custom node is not in custom_nodes/: run `airlock install`")
-    say(f"Restart ComfyUI: {name} now runs in its own process, out of ComfyUI's.")
+    _done(name, meta, info, place, say, f"{name} now runs in its own process")
 
 
 def isolate_group(
@@ -268,12 +264,24 @@ def isolate_group(
     except BaseException:
         undo()
         raise
-    for line in _nodes_lines(group, meta, info):
+    together = ", ".join(names)
+    _done(group, meta, info, place, say, f"{together} now run in one process of their own")
+
+
+def _done(
+    name: str,
+    meta: dict[str, Any],
+    info: Any,
+    place: places.Place,
+    say: Callable[[str], None],
+    runs: str,
+) -> None:
+    """What an isolation that succeeded prints: the nodes, what is missing, the restart."""
+    for line in _nodes_lines(name, meta, info):
         say(line)
     if install.find_custom_node(place.custom_nodes) is None:
         say("note: comfy-airlock's custom node is not in custom_nodes/: run `airlock install`")
-    together = ", ".join(names)
-    say(f"Restart ComfyUI: {together} now run in one process of their own, out of ComfyUI's.")
+    say(f"Restart ComfyUI: {runs}, out of ComfyUI's.")
 
 
 def _group_needs(names: list[str], srcs: list[Path]) -> pack_requirements.PackNeeds:

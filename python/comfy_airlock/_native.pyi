@@ -209,6 +209,11 @@ class Worker:
         """Runs ``target`` (``"module:qualname"``) in the worker and returns its result. The
         call is stopped when ``interrupted()`` returns true, after ``deadline`` seconds, or on
         ``interrupt()``."""
+    def route_call(
+        self, target: str, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        """Runs ``target`` on the worker's route lane: beside a call that runs, one route call
+        at a time, never interrupted, without a deadline (ADR 0055)."""
     def interrupt(self) -> None:
         """Asks the running call to stop (any thread; a no-op between calls)."""
     @property
@@ -270,7 +275,11 @@ class WorkerLink:
         """The worker's name."""
     @property
     def lane(self) -> Lane:
-        """The call lane."""
+        """This link's call lane."""
+    @property
+    def route(self) -> WorkerLink | None:
+        """The route lane's link, whose calls (the pack's HTTP requests) a thread of their own
+        serves while a node runs on this one (ADR 0055); None on the route lane's link."""
     @property
     def call_id(self) -> int:
         """The id of the call running now; 0 between calls."""

@@ -140,6 +140,13 @@ class Worker:
         finally:
             self._ended = _now()
 
+    def route_call(self, target: str, /, *args: Any) -> Any:
+        """Runs ``target`` on the worker's route lane, beside the call that runs, if one does
+        (ADR 0055): for the pack's HTTP requests, which a node may wait for while it runs. Not
+        counted as a call (the idle trim's clock), never interrupted, without a deadline: the
+        worker bounds its handler by the request's expiry. Plain values only (no pickle)."""
+        return self._native.route_call(target, args)
+
     def idle_seconds(self) -> float | None:
         """Seconds since the last call ended; None while one runs."""
         began, ended = self._began, self._ended

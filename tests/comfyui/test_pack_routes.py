@@ -229,6 +229,31 @@ def test_a_route_that_does_not_answer_is_a_504_in_bounded_time(server):
     assert time.monotonic() - t0 < 10
 
 
+def test_a_node_that_waits_for_its_packs_route_gets_the_request(server):
+    """The image chooser's shape: the node shows its choices, then waits, while it runs, for
+    the page to POST the pick to the pack's route. Isolated, the request takes the worker's
+    route lane, served while the node runs on the call lane (ADR 0055); before, it waited for
+    the node, which waited for it, until the route's bound (a 504)."""
+    for name in ("routes-native", "routes-iso"):
+        node = {"class_type": name + "Chooser", "inputs": {"choices": "red,green,blue"}}
+        prompt_id = server.queue({"1": node})
+        shown = server.wait_message(
+            type=name + ".choose", timeout=300, predicate=lambda m: m["data"]["id"] == "1"
+        )
+        assert shown["data"]["choices"] == ["red", "green", "blue"]
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        t0 = time.monotonic()
+        status, _, _, body = fetch(server, "POST", f"/{name}/pick", b"id=1&message=2", form)
+        took = time.monotonic() - t0
+        assert status == 200, (name, body)
+        # The handler read ComfyUI's queue while the node ran: the prompt is running.
+        assert json.loads(body) == {"running": 1, "pending": 0}, name
+        assert took < ROUTE_TIMEOUT / 2, (name, took)  # answered, not timed out behind the node
+        entry = server.wait(prompt_id, timeout=120)
+        assert entry["status"]["status_str"] == "success", (name, entry["status"])
+        assert entry["outputs"]["1"]["text"] == ["blue"], name
+
+
 def _probe_prompt(tag: str) -> dict:
     return {
         "1": {"class_type": "serverapi-nativeProbe", "inputs": {"tag": tag}},

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use airlock_supervisor::{
-    Broken, CallHost, CallWatch, Cause, Ended, LaneError, WorkerProcess, exchange,
+    Broken, CallHost, CallWatch, Cause, Ended, LaneError, WorkerProcess, exchange_on,
 };
 use airlock_wire::{Answer, Message, Notice, Question, RemoteException, Value};
 use pyo3::prelude::*;
@@ -21,7 +21,7 @@ use pyo3::types::{PyDict, PyTuple};
 use crate::convert::{Encoder, decode};
 use crate::errors::{self, AirlockError};
 use crate::hooks::hooks;
-use crate::host::{Worker, slot_lock};
+use crate::host::{Via, Worker, slot_lock};
 use crate::lane::Lane;
 use crate::shapes;
 
@@ -35,6 +35,8 @@ pub(crate) struct CallRequest<'a, 'py> {
     pub interrupted: Option<&'a Bound<'py, PyAny>>,
     /// From the send on.
     pub deadline: Option<Duration>,
+    /// Which call lane.
+    pub via: Via,
 }
 
 impl Worker {
@@ -50,10 +52,17 @@ impl Worker {
             kwargs,
             interrupted,
             deadline,
+            via,
         } = req;
-        let _serial = slot_lock(py, &self.calls);
-        self.interrupt_requested.store(false, Ordering::Release);
-        let (process, lane) = self.running(py)?;
+        let (serial, requested) = match via {
+            Via::Call => (&self.calls, &self.interrupt_requested),
+            Via::Route => (&self.route_calls, &self.never),
+        };
+        let _serial = slot_lock(py, serial);
+        if via == Via::Call {
+            self.interrupt_requested.store(false, Ordering::Release);
+        }
+        let (process, lane) = self.running(py, via)?;
         let mut enc = Encoder::new(&lane);
         let encoded = enc.encode(args.as_any()).and_then(|a| {
             let k = match kwargs {
@@ -78,14 +87,14 @@ impl Worker {
         };
         // The deadline counts from here: a worker that does not even take the call is as late
         // as one that does not answer it.
-        let mut watch = CallWatch::new(id, deadline, &self.interrupt_requested, self.policy);
+        let mut watch = CallWatch::new(id, deadline, requested, self.policy);
         let mut host = PyCallHost {
             py,
             worker: self,
             lane: &lane,
             interrupted,
         };
-        let ended = exchange(&process, &msg, id, &mut watch, &mut host);
+        let ended = exchange_on(&process, &lane.get().inner, &msg, id, &mut watch, &mut host);
         watch.finish(&process);
         let done = Done {
             worker: self,

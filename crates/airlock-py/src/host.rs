@@ -25,6 +25,17 @@ use crate::sink::PyLogSink;
 struct Running {
     process: Arc<WorkerProcess>,
     lane: Py<Lane>,
+    /// The route lane's (ADR 0055).
+    route_lane: Py<Lane>,
+}
+
+/// Which of a worker's call lanes a call takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// Node calls and everything else, one at a time.
+    Call,
+    /// The pack's HTTP requests, answered while a call runs (ADR 0055).
+    Route,
 }
 
 pub(crate) struct Slot {
@@ -35,14 +46,16 @@ pub(crate) struct Slot {
 
 /// A worker process of the host, respawned lazily after it dies.
 ///
-/// Calls are serialized (one exchange at a time per worker) by `calls`, held for a whole call;
-/// `slot` is held only briefly, so `ping`, `kill` and `close` reach a worker that is busy.
+/// Calls are serialized (one exchange at a time per lane) by `calls` and `route_calls`, each
+/// held for a whole call; `slot` is held only briefly, so `ping`, `kill` and `close` reach a
+/// worker that is busy.
 #[pyclass(frozen, module = "comfy_airlock._native")]
 pub struct Worker {
     spec: WorkerSpec,
     sink: Arc<dyn OutputSink>,
     slot: Mutex<Slot>,
     pub(crate) calls: Mutex<()>,
+    pub(crate) route_calls: Mutex<()>,
     pub(crate) next_id: AtomicU64,
     /// `on_event(topic, payload)` for [`Message::Event`]s of a running call.
     pub(crate) on_event: Option<Py<PyAny>>,
@@ -50,6 +63,8 @@ pub struct Worker {
     pub(crate) policy: InterruptPolicy,
     /// Set by [`Worker::interrupt`]; the waiting caller picks it up at its next tick.
     pub(crate) interrupt_requested: AtomicBool,
+    /// The route lane's calls are never interrupted: this stays false.
+    pub(crate) never: AtomicBool,
 }
 
 /// Locks without deadlocking against a thread that holds the lock and waits for the GIL.
@@ -58,10 +73,11 @@ pub(crate) fn slot_lock<'a, T>(py: Python<'_>, m: &'a Mutex<T>) -> MutexGuard<'a
 }
 
 impl Worker {
-    /// The live process and its lane, starting a new generation if there is none.
+    /// The live process and its lane `via`, starting a new generation if there is none.
     pub(crate) fn running<'py>(
         &self,
         py: Python<'py>,
+        via: Via,
     ) -> PyResult<(Arc<WorkerProcess>, Bound<'py, Lane>)> {
         let mut slot = slot_lock(py, &self.slot);
         if slot.closed {
@@ -85,13 +101,20 @@ impl Worker {
             .map_err(|e| errors::spawn(&self.spec.name, &e))?;
             slot.generation = generation;
             let lane = Py::new(py, Lane::new(py, process.call_lane().clone(), Side::Host))?;
+            let route_lane =
+                Py::new(py, Lane::new(py, process.route_lane().clone(), Side::Host))?;
             slot.running = Some(Running {
                 process: Arc::new(process),
                 lane,
+                route_lane,
             });
         }
         let r = slot.running.as_ref().expect("just ensured");
-        Ok((r.process.clone(), r.lane.bind(py).clone()))
+        let lane = match via {
+            Via::Call => &r.lane,
+            Via::Route => &r.route_lane,
+        };
+        Ok((r.process.clone(), lane.bind(py).clone()))
     }
 
     /// Turns a broken lane into the right exception, and forgets the process so that the next
@@ -212,12 +235,14 @@ impl Worker {
                 closed: false,
             }),
             calls: Mutex::new(()),
+            route_calls: Mutex::new(()),
             next_id: AtomicU64::new(1),
             on_event,
             policy,
             interrupt_requested: AtomicBool::new(false),
+            never: AtomicBool::new(false),
         };
-        w.running(py)?;
+        w.running(py, Via::Call)?;
         Ok(w)
     }
 
@@ -250,6 +275,29 @@ impl Worker {
             kwargs,
             interrupted,
             deadline,
+            via: Via::Call,
+        };
+        self.run_call(py, req)
+    }
+
+    /// Runs `target` in the worker on its route lane: beside the call lane's call, if one
+    /// runs, one route call at a time (ADR 0055). Never interrupted and without a deadline:
+    /// the caller bounds it (the worker's own handler is cancelled at the request's expiry).
+    #[pyo3(signature = (target, args, kwargs=None))]
+    fn route_call<'py>(
+        &self,
+        py: Python<'py>,
+        target: &str,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let req = CallRequest {
+            target,
+            args,
+            kwargs,
+            interrupted: None,
+            deadline: None,
+            via: Via::Route,
         };
         self.run_call(py, req)
     }

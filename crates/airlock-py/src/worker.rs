@@ -60,24 +60,24 @@ pub fn connect(
         name: format!("airlock-worker-{}", std::process::id()),
         ..PoolConfig::default()
     };
-    let (lane, control, name) = crate::exit_gate::detach(py, || {
+    let connected = crate::exit_gate::detach(py, || {
         airlock_supervisor::connect(&socket, token, &id, pool, host_gone)
     })
     .map_err(|e| HandshakeError::new_err(format!("cannot connect to the host: {e}")))?;
-    let lane_obj = Py::new(py, Lane::new(py, lane.clone(), Side::Worker))?;
+    let airlock_supervisor::Connected {
+        call: lane,
+        route,
+        control,
+        name,
+    } = connected;
     let signal = adopt_signal_page()?.map(Arc::new);
     if let Some(page) = &signal {
         lane.stamp(page.clone());
     }
-    Ok(WorkerLink {
-        signal,
-        lane,
-        lane_obj,
-        generation: control.generation(),
-        control,
-        name,
-        calls: CallState::new(),
-    })
+    // The route lane's link: its own calls, never interrupted (the host never raises the
+    // page for them), no route lane of its own.
+    let route = WorkerLink::new(py, route, control.clone(), name.clone(), None, None)?;
+    WorkerLink::new(py, lane, control, name, signal, Some(Py::new(py, route)?))
 }
 
 /// The interrupt page the host handed over (see [`SignalPage::from_env`]).
@@ -99,7 +99,8 @@ fn parse_token(hex: &str) -> PyResult<Token> {
     Ok(Token(t))
 }
 
-/// The worker's call lane.
+/// One of the worker's call lanes: the node calls' (with its route lane's link as `route`)
+/// or the HTTP routes' (ADR 0055).
 #[pyclass(frozen, module = "comfy_airlock._native")]
 pub struct WorkerLink {
     lane: Arc<CallLane>,
@@ -114,6 +115,31 @@ pub struct WorkerLink {
     /// Where the host raises an interrupt for the running call, and each side notes its
     /// receipts and sends (ADR 0046).
     signal: Option<Arc<SignalPage>>,
+    /// The route lane's link (None on that link itself).
+    #[pyo3(get)]
+    route: Option<Py<WorkerLink>>,
+}
+
+impl WorkerLink {
+    fn new(
+        py: Python<'_>,
+        lane: Arc<CallLane>,
+        control: Arc<ControlState>,
+        name: String,
+        signal: Option<Arc<SignalPage>>,
+        route: Option<Py<WorkerLink>>,
+    ) -> PyResult<WorkerLink> {
+        Ok(WorkerLink {
+            lane_obj: Py::new(py, Lane::new(py, lane.clone(), Side::Worker))?,
+            lane,
+            generation: control.generation(),
+            control,
+            name,
+            calls: CallState::new(),
+            signal,
+            route,
+        })
+    }
 }
 
 #[pymethods]

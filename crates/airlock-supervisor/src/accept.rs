@@ -1,4 +1,4 @@
-//! The host's side of the handshake: accepting both lanes from the process it started.
+//! The host's side of the handshake: accepting the three lanes from the process it started.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
@@ -23,17 +23,25 @@ impl From<SpawnError> for Accept {
     }
 }
 
-/// Accepts the call and control lanes, in either order, from the process we spawned.
+/// A worker's lanes, as accepted.
+pub(crate) struct Accepted {
+    pub call: Framed,
+    pub control: Framed,
+    pub route: Framed,
+    pub hello: Hello,
+}
+
+/// Accepts the call, control and route lanes, in any order, from the process we spawned.
 pub(crate) fn accept_lanes(
     sd: &SocketDir,
     pidfd: &OwnedFd,
     pid: i32,
     token: &Token,
     timeout: Duration,
-) -> Result<(Framed, Framed, Hello), Accept> {
+) -> Result<Accepted, Accept> {
     let deadline = Instant::now() + timeout;
-    let (mut call, mut control, mut hello) = (None, None, None);
-    while call.is_none() || control.is_none() {
+    let (mut call, mut control, mut route, mut hello) = (None, None, None, None);
+    while call.is_none() || control.is_none() || route.is_none() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(Accept::Timeout);
@@ -63,6 +71,7 @@ pub(crate) fn accept_lanes(
         let slot = match lane {
             Lane::Call => &mut call,
             Lane::Control => &mut control,
+            Lane::Route => &mut route,
         };
         if slot.is_some() {
             return Err(SpawnError::Lane(LaneError::Protocol(format!(
@@ -73,8 +82,13 @@ pub(crate) fn accept_lanes(
         *slot = Some(framed);
         hello.get_or_insert(h);
     }
-    match (call, control, hello) {
-        (Some(a), Some(b), Some(h)) => Ok((a, b, h)),
+    match (call, control, route, hello) {
+        (Some(call), Some(control), Some(route), Some(hello)) => Ok(Accepted {
+            call,
+            control,
+            route,
+            hello,
+        }),
         _ => Err(Accept::Timeout),
     }
 }

@@ -32,19 +32,29 @@ pub fn forbid_same_user_access() -> std::io::Result<()> {
     )?)
 }
 
-/// Connects both lanes to the host at `socket`, and starts the control-lane thread, which
-/// answers heartbeats without Python and calls `host_gone` when the host disappears (the
-/// worker runtime passes a function that exits the process at once).
-///
-/// Returns the call lane, the control state (holding the generation the host gave this
-/// worker) and the worker's name.
+/// A worker's connection to its host, as [`connect`] leaves it.
+pub struct Connected {
+    /// Node calls and everything else the host asks, one at a time.
+    pub call: Arc<CallLane>,
+    /// The pack's HTTP requests, on a thread of their own (ADR 0055).
+    pub route: Arc<CallLane>,
+    /// What the control thread answers with, and the generation the host gave this worker.
+    pub control: Arc<ControlState>,
+    /// The worker's name.
+    pub name: String,
+}
+
+/// Connects the three lanes to the host at `socket`, and starts the control-lane thread,
+/// which answers heartbeats without Python and calls `host_gone` when the host disappears (the
+/// worker runtime passes a function that exits the process at once). `pool` configures the
+/// call lane's pool; the route lane's is named after it.
 pub fn connect(
     socket: &Path,
     token: Token,
     id: &WorkerIdentity,
     pool: PoolConfig,
     host_gone: fn(),
-) -> Result<(Arc<CallLane>, Arc<ControlState>, String), LaneError> {
+) -> Result<Connected, LaneError> {
     // Before the lanes exist: no sibling may ever take them.
     forbid_same_user_access()?;
     let open = |lane: Lane| -> Result<Framed, LaneError> {
@@ -69,16 +79,18 @@ pub fn connect(
             _ => Err(LaneError::Protocol("expected Welcome".into())),
         }
     };
-    // Both hellos go out before either welcome is awaited: the host welcomes a worker only
-    // once both of its lanes are in.
+    // Every hello goes out before any welcome is awaited: the host welcomes a worker only
+    // once all of its lanes are in.
     let handshake = || -> Result<_, LaneError> {
         let call = open(Lane::Call)?;
         let control = open(Lane::Control)?;
+        let route = open(Lane::Route)?;
         let (generation, name) = welcome(&call)?;
         welcome(&control)?;
-        Ok((call, control, generation, name))
+        welcome(&route)?;
+        Ok((call, control, route, generation, name))
     };
-    let (call, control, generation, name) = handshake().inspect_err(|e| {
+    let (call, control, route, generation, name) = handshake().inspect_err(|e| {
         if host_may_be_gone(e) {
             abandon_handshake(socket);
         }
@@ -90,11 +102,13 @@ pub fn connect(
     std::thread::Builder::new()
         .name("airlock-control".into())
         .spawn(move || serve_control(control, &served, host_gone))?;
-    Ok((
-        Arc::new(CallLane::from_framed(call, Side::Worker, pool)),
-        state,
+    let route_pool = crate::lane::route_pool(&pool);
+    Ok(Connected {
+        call: Arc::new(CallLane::from_framed(call, Side::Worker, pool)),
+        route: Arc::new(CallLane::from_framed(route, Side::Worker, route_pool)),
+        control: state,
         name,
-    ))
+    })
 }
 
 /// For a worker whose handshake cannot happen because the host may have gone (the socket

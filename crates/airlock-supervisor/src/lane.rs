@@ -1,5 +1,6 @@
-//! The two lanes of a worker connection, usable from any thread: calls and everything about
-//! tensors on one, heartbeats and commands on the other. Both are [`Framed`] sockets.
+//! The lanes of a worker connection, usable from any thread: calls and everything about
+//! tensors on a call lane (two of them: the node calls' and the HTTP routes', ADR 0055),
+//! heartbeats and commands on the control lane. All are [`Framed`] sockets.
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -32,6 +33,16 @@ pub struct Birth {
     /// Our mapping of the region's segment: `[start, start + len)`.
     pub segment_start: *mut u8,
     pub segment_len: u64,
+}
+
+/// The pool of a route lane, after its call lane's `pool`: its own memfd names, and no idle
+/// segment kept, since only a request or response body over 1 MiB ever needs one.
+pub(crate) fn route_pool(pool: &PoolConfig) -> PoolConfig {
+    PoolConfig {
+        name: format!("{}-route", pool.name),
+        keep_idle: 0,
+        ..pool.clone()
+    }
 }
 
 /// Calls, replies and everything about tensors that must stay in order with them.

@@ -142,6 +142,7 @@ pub(crate) struct Reaped {
     pub pidfd: Arc<OwnedFd>,
     pub exit: Arc<ExitState>,
     pub call: Arc<CallLane>,
+    pub route: Arc<CallLane>,
     pub control: Arc<ControlLane>,
     pub tmp: PrivateTmp,
     pub pid: i32,
@@ -162,8 +163,10 @@ pub(crate) fn start_reaper(name: &str, r: Reaped) {
         // Wake anyone blocked on a lane; they will find the status set.
         *r.exit.status.lock().unwrap_or_else(|p| p.into_inner()) = Some(status);
         r.call.shutdown();
+        r.route.shutdown();
         r.control.shutdown();
         r.call.peer_gone();
+        r.route.peer_gone();
         r.exit.changed.notify_all();
     };
     let _ = std::thread::Builder::new()

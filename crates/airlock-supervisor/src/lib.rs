@@ -1,10 +1,11 @@
 //! Worker processes for comfy-airlock, and the lanes that connect them to the host.
 //!
 //! The host spawns each worker from any Python interpreter with our runtime on its path. The
-//! worker connects back twice through a socket in a private 0700 directory that exists only
-//! for the handshake: once for the **call lane** (calls, replies, segment announcements and
-//! lease releases) and once for the **control lane** (heartbeats and commands that must reach a
-//! worker while it is busy). Each connection is checked three ways: the peer's credentials
+//! worker connects back three times through a socket in a private 0700 directory that exists
+//! only for the handshake: for the **call lane** (calls, replies, segment announcements and
+//! lease releases), the **control lane** (heartbeats and commands that must reach a worker
+//! while it is busy) and the **route lane** (a second call lane, for the pack's HTTP requests,
+//! so they are answered while a node runs: ADR 0055). Each connection is checked three ways: the peer's credentials
 //! (same uid, the pid we spawned), a per-spawn token handed over an inherited pipe, and the
 //! protocol version.
 //!
@@ -43,7 +44,8 @@ mod spin;
 
 pub use call_watch::{CallWatch, Cause, TICK};
 pub use connect::{
-    WorkerIdentity, abandon_handshake, connect, forbid_same_user_access, kill_forked_children,
+    Connected, WorkerIdentity, abandon_handshake, connect, forbid_same_user_access,
+    kill_forked_children,
 };
 pub use control::{CommandResult, ControlState, ModelHandler};
 pub use error::{LaneError, SpawnError, WorkerDied};
@@ -55,7 +57,7 @@ pub use output::{OutputSink, Stream};
 pub use process::WorkerProcess;
 pub use rejections::{Rejection, rejections};
 pub use serve::{AskError, CallState, Runner, ServeError, ask, await_answer, serve};
-pub use session::{Broken, CallHost, Ended, exchange};
+pub use session::{Broken, CallHost, Ended, exchange, exchange_on};
 pub use signal_page::{SIGNAL_FD, SIGNAL_FD_ENV, SignalPage};
 pub use spawn::WorkerSpec;
 pub use spin::LaneTiming;

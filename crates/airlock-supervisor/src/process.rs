@@ -9,11 +9,11 @@ use airlock_wire::{Hello, Message, ModelOp, Setting, Side, WorkerReport};
 use crate::control::CommandResult;
 use rustix::process::{Pid, Signal};
 
-use crate::accept::{Accept, accept_lanes};
+use crate::accept::{Accept, Accepted, accept_lanes};
 use crate::error::{LaneError, SpawnError, WorkerDied};
 use crate::exit::ExitDescription;
 use crate::guard::Guard;
-use crate::lane::{CallLane, ControlLane};
+use crate::lane::{CallLane, ControlLane, route_pool};
 use crate::launch::{Reaped, kill_now, launch, reap, start_reaper};
 use crate::liveness::{Heard, Watched, watch};
 use crate::output::{OutputSink, Tail};
@@ -37,13 +37,15 @@ impl ExitState {
     }
 }
 
-/// A started worker with both lanes connected.
+/// A started worker with its three lanes connected.
 pub struct WorkerProcess {
     name: String,
     pid: i32,
     generation: u64,
     pidfd: Arc<OwnedFd>,
     call: Arc<CallLane>,
+    /// The pack's HTTP requests, served by a thread of their own in the worker (ADR 0055).
+    route: Arc<CallLane>,
     control: Arc<ControlLane>,
     exit: Arc<ExitState>,
     stderr_tail: Arc<Tail>,
@@ -56,7 +58,7 @@ pub struct WorkerProcess {
 }
 
 impl WorkerProcess {
-    /// Starts a worker and completes the handshake on both lanes.
+    /// Starts a worker and completes the handshake on its three lanes.
     pub fn spawn(
         spec: &WorkerSpec,
         generation: u64,
@@ -66,7 +68,12 @@ impl WorkerProcess {
         let (pid, pidfd) = (l.pid, l.pidfd.clone());
         let accepted = accept_lanes(&l.sockdir, &pidfd, pid, &l.token, spec.connect_timeout);
         drop(l.sockdir);
-        let (call, control, hello) = match accepted {
+        let Accepted {
+            call,
+            control,
+            route,
+            hello,
+        } = match accepted {
             Ok(lanes) => lanes,
             Err(e) => return Err(refused_start(spec, &pidfd, pid, &l.stderr_tail, e)),
         };
@@ -75,6 +82,7 @@ impl WorkerProcess {
             name: spec.name.clone(),
         };
         let call = Arc::new(CallLane::from_framed(call, Side::Host, spec.pool.clone()));
+        let route = Arc::new(CallLane::from_framed(route, Side::Host, route_pool(&spec.pool)));
         let signal = Arc::new(l.signal);
         call.stamp(signal.clone());
         let control = Arc::new(ControlLane::from_framed(control));
@@ -82,8 +90,12 @@ impl WorkerProcess {
         let heard = Arc::new(Heard::new());
         let guard = Guard::ending(pidfd.clone(), pid, heard.clone());
         call.arm(guard.clone());
+        route.arm(guard.clone());
         control.arm(guard);
-        let welcomed = control.send(&welcome).and_then(|_| call.send(&welcome));
+        let welcomed = control
+            .send(&welcome)
+            .and_then(|_| call.send(&welcome))
+            .and_then(|_| route.send(&welcome));
         if let Err(e) = welcomed {
             kill_now(&pidfd, pid);
             let _ = reap(&pidfd);
@@ -112,6 +124,7 @@ impl WorkerProcess {
                 pidfd: pidfd.clone(),
                 exit: exit.clone(),
                 call: call.clone(),
+                route: route.clone(),
                 control: control.clone(),
                 tmp: l.tmp,
                 pid,
@@ -123,6 +136,7 @@ impl WorkerProcess {
             generation,
             pidfd,
             call,
+            route,
             control,
             exit,
             stderr_tail: l.stderr_tail,
@@ -152,6 +166,11 @@ impl WorkerProcess {
 
     pub fn call_lane(&self) -> &Arc<CallLane> {
         &self.call
+    }
+
+    /// The second call lane, whose calls the worker answers while the call lane's run.
+    pub fn route_lane(&self) -> &Arc<CallLane> {
+        &self.route
     }
 
     /// `None` while running.

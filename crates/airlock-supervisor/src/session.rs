@@ -98,11 +98,20 @@ pub fn exchange<H: CallHost>(
     watch: &mut CallWatch<'_>,
     host: &mut H,
 ) -> Result<Ended<H::Error>, Broken> {
-    let s = Session {
-        process,
-        lane: process.call_lane(),
-        id,
-    };
+    exchange_on(process, process.call_lane(), call, id, watch, host)
+}
+
+/// [`exchange`] on `lane`, one of `process`'s call lanes (the route lane's calls run beside
+/// the call lane's: ADR 0055).
+pub fn exchange_on<H: CallHost>(
+    process: &WorkerProcess,
+    lane: &Arc<CallLane>,
+    call: &Message,
+    id: u64,
+    watch: &mut CallWatch<'_>,
+    host: &mut H,
+) -> Result<Ended<H::Error>, Broken> {
+    let s = Session { process, lane, id };
     s.send(host, watch, call).map_err(Broken::Lane)?;
     s.wait(host, watch)
 }

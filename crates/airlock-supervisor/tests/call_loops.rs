@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use airlock_supervisor::{
-    Broken, CallWatch, Cause, Ended, InterruptPolicy, WorkerProcess, exchange,
+    Broken, CallLane, CallWatch, Cause, Ended, InterruptPolicy, WorkerProcess, exchange_on,
 };
 use airlock_wire::{Message, Notice, Question, Value};
 use fake::{Collect, TestHost, load, report, spec};
@@ -34,6 +34,19 @@ fn call(
     args: Value,
     deadline: Option<Duration>,
 ) -> (Result<Ended<String>, Broken>, Option<Cause>) {
+    call_on(w, w.call_lane(), host, id, target, args, deadline)
+}
+
+/// [`call`] on one of the worker's call lanes.
+fn call_on(
+    w: &WorkerProcess,
+    lane: &Arc<CallLane>,
+    host: &mut TestHost,
+    id: u64,
+    target: &str,
+    args: Value,
+    deadline: Option<Duration>,
+) -> (Result<Ended<String>, Broken>, Option<Cause>) {
     let requested = AtomicBool::new(false);
     let policy = InterruptPolicy {
         signal_after: None,
@@ -46,7 +59,7 @@ fn call(
         kwargs: Value::Dict(Vec::new()),
     };
     let mut watch = CallWatch::new(id, deadline, &requested, policy);
-    let ended = exchange(w, &msg, id, &mut watch, host);
+    let ended = exchange_on(w, lane, &msg, id, &mut watch, host);
     watch.finish(w);
     (ended, watch.cause())
 }
@@ -215,5 +228,39 @@ fn a_worker_that_dies_mid_call_breaks_the_call() {
     let mut host = TestHost::default();
     let (got, _) = call(&w, &mut host, 1, "die", Value::None, None);
     assert!(matches!(got, Err(Broken::Lane(_))), "{:?}", got.err());
+    assert!(w.wait_exit(Duration::from_secs(5)).is_some());
+}
+
+#[test]
+fn the_route_lane_answers_while_a_call_runs_and_breaks_when_the_worker_dies() {
+    if fake::is_worker() {
+        return;
+    }
+    let w = Arc::new(start());
+    // A node that runs for 30 s on the call lane.
+    let busy = {
+        let w = w.clone();
+        std::thread::spawn(move || {
+            let mut host = TestHost::default();
+            call(&w, &mut host, 1, "sleep", Value::None, None).0
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    // Meanwhile the route lane answers calls, questions included, at once.
+    let started = Instant::now();
+    let mut host = TestHost::default();
+    let args = Value::Tuple(vec![Value::Int(21)]);
+    let (got, _) = call_on(&w, w.route_lane(), &mut host, 2, "double", args, None);
+    assert_eq!(replied(got), Value::Int(42));
+    let args = Value::Tuple(vec![Value::Str("pick".into())]);
+    let (got, _) = call_on(&w, w.route_lane(), &mut host, 3, "echo", args.clone(), None);
+    assert_eq!(replied(got), args);
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(!busy.is_finished(), "the node's call is still running");
+    // A worker that dies in a route call breaks it, and the node's call with it.
+    let (got, _) = call_on(&w, w.route_lane(), &mut host, 4, "die", Value::None, None);
+    assert!(matches!(got, Err(Broken::Lane(_))), "{:?}", got.err());
+    let node = busy.join().unwrap();
+    assert!(matches!(node, Err(Broken::Lane(_))), "{:?}", node.err());
     assert!(w.wait_exit(Duration::from_secs(5)).is_some());
 }

@@ -81,7 +81,6 @@ class IsolatedPack:
     # Calls in flight: a worker with none is idle (its models are evicted first).
     busy: int = 0
     # Node calls among them: a route request waits for them (host/routes.py says so).
-    nodes_running: int = 0
     # When the last call ended (monotonic): idle workers release their models after a while.
     idle_since: float = field(default_factory=time.monotonic)
     # Admission holds of loads not yet done (memory/admission.py), given back when the worker
@@ -239,7 +238,6 @@ class IsolatedPack:
         heartbeat.sync()
         RAM.push_headroom(self)
         self.busy += 1
-        self.nodes_running += node
         try:
             w = self.worker()
             if not node:
@@ -269,11 +267,26 @@ class IsolatedPack:
             raise
         finally:
             self.busy -= 1
-            self.nodes_running -= node
             self.idle_since = time.monotonic()
             if self.busy == 0 and self.holds:
                 admission.release(self)
             self.stats.busy_s += time.perf_counter() - t0
+
+    def route(self, target: str, *args: Any) -> Any:
+        """Runs ``target`` on the worker's route lane (ADR 0055): an HTTP request to the pack,
+        answered while one of its nodes runs. Counted as a call (and its error as one), not
+        as work that makes the worker busy: a handler is not a node and holds no model."""
+        self.stats.calls += 1
+        try:
+            return self.worker().route_call(target, *args)
+        except BaseException as e:
+            _park_if_exiting()
+            self.stats.errors += 1
+            self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            self.stats.last_traceback = getattr(e, "remote_traceback", None)
+            if not self.alive():
+                LEDGER.drop_pack(self.name)
+            raise
 
     def imported(self) -> bool:
         """Whether a worker runs and has imported the pack (a node, ``warm`` or ``scan`` call

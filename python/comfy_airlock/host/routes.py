@@ -12,7 +12,9 @@ request starts it.
 A request is read whole (ComfyUI's ``--max-upload-size`` bounds it), sent to the worker as
 method, raw path, raw headers and body (plain values, no pickle), answered there by the real
 handler, and its status, headers and body come back. The call runs on a thread of our own,
-never on ComfyUI's event loop, and is bounded by the ``route_timeout_s`` setting. A request
+never on ComfyUI's event loop, and is bounded by the ``route_timeout_s`` setting. It takes the
+worker's route lane, which a thread of the worker serves while a node runs on the call lane
+(ADR 0055): a node that waits for a request to its pack (an image chooser's pick) gets it. A request
 to a pack whose worker has not imported it (none runs, or a new one's first call is still
 importing: ``IsolatedPack.imported``) first has it started and the pack imported, on a thread
 pool of its own, and waits for that for the same bound plus the time a new worker has to
@@ -174,22 +176,12 @@ async def _forward(name: str, request: Any) -> Any:
         # The worker does not start a request the host has given up on.
         "expires": time.time() + bound,
     }
-    try:
+    try:  # on the route lane: beside a node of the pack that runs, maybe waiting for this
         reply = await asyncio.wait_for(
-            loop.run_in_executor(_POOL, pack.call, TARGET, req), bound + _WORKER_GRACE_S
+            loop.run_in_executor(_POOL, pack.route, TARGET, req), bound + _WORKER_GRACE_S
         )
     except asyncio.TimeoutError:
         msg = f"pack {name!r} did not answer {where} within {bound:.0f} s ({settings.ENV['route_timeout_s']})"
-        if pack.nodes_running:
-            # The request waited behind one of the pack's nodes: say so, since a node that waits
-            # for this very request (an image chooser's pick) never ends here.
-            msg += (
-                ": its worker was running one of the pack's nodes, and a worker answers its "
-                "pack's routes between node calls. A node that waits for this request while "
-                "it runs (an image chooser, a pause node) cannot get it isolated: run the pack "
-                "from custom_nodes/"
-            )
-            log.warning("[comfy-airlock] %s", msg)
         return _error(web, 504, msg)
     except Exception as e:
         return _failed(web, name, where, e)

@@ -20,6 +20,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 import traceback
 import types
 from typing import Any
@@ -60,7 +61,8 @@ _V3: set[str] = set()
 # that edits its graph a lot does not grow without end.
 _INSTANCES: collections.OrderedDict[tuple[str, str], Any] = collections.OrderedDict()
 _MAX_INSTANCES = 1024
-_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP: asyncio.AbstractEventLoop | None = None  # the nodes' (not the server's: ADR 0055)
+_LOADING = threading.RLock()
 # ``nodes.EXTENSION_WEB_DIRS`` before the pack's import: what the import adds is served too.
 _WEB_DIRS_BEFORE: dict[str, str] = {}
 # ComfyUI's functions the pack's import replaced in this worker (ADR 0053).
@@ -167,9 +169,16 @@ def _progress_hook(value: Any, total: Any, preview: Any = None, node_id: Any = N
 
 
 def _load_pack() -> None:
-    global _PACK, _WEB_DIRS_BEFORE
     if _PACK is not None:
         return
+    # The route lane's thread may ask too (a request that came first): one import.
+    with _LOADING:
+        if _PACK is None:
+            _import_pack()
+
+
+def _import_pack() -> None:
+    global _PACK, _WEB_DIRS_BEFORE
     pack_dir = _CONFIG["pack_dir"]
     members = _CONFIG.get("members") or []
     from comfy_airlock import compat
@@ -350,10 +359,9 @@ def _set_module(cls: Any, relative: str) -> None:
 
 
 def _run_async(coro: Any) -> Any:
-    global _LOOP
-    if _LOOP is None:
-        _LOOP = server_shim.event_loop()
-    return _LOOP.run_until_complete(coro)
+    """At import: on the server's loop, as ComfyUI runs ``init_extra_nodes`` (the pack's
+    import holds ``_LOADING``, so the route lane's thread does not run that loop meanwhile)."""
+    return server_shim.event_loop().run_until_complete(coro)
 
 
 def warm() -> None:
@@ -453,7 +461,15 @@ def _instance(node_id: str, key: str) -> Any:
 
 
 def _await(value: Any) -> Any:
-    return _run_async(value) if inspect.isawaitable(value) else value
+    """A node's coroutine, run to its end on the nodes' own loop: upstream's executor runs a
+    prompt's nodes apart from the server's loop, which here serves the pack's routes on
+    another thread, maybe at this very time (ADR 0055)."""
+    global _LOOP
+    if not inspect.isawaitable(value):
+        return value
+    if _LOOP is None:
+        _LOOP = asyncio.new_event_loop()
+    return _LOOP.run_until_complete(value)
 
 
 def _hidden_v3(kwargs: dict[str, Any], declared: Any) -> dict[Any, Any]:

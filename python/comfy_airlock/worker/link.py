@@ -4,16 +4,25 @@
 The runtime sets it once connected (:func:`install`); the modules that talk to the host
 (``models``, ``admission``, ``server_shim``) import only this, never the runtime that calls
 them, so the worker's modules import downward only.
+
+A worker has two call lanes (ADR 0055): the node calls', served by the main thread, and the
+HTTP routes', served by a thread of its own (:func:`install_here`). Events and questions go on
+the lane of the call running on the thread that sends them: a route handler's ``send_sync``
+goes with its request, a node's with the node.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from comfy_airlock import _native
 
-#: The connected ``_native.WorkerLink`` (None before the runtime connects, or outside a worker).
+#: The connected ``_native.WorkerLink`` of the node calls (None before the runtime connects,
+#: or outside a worker).
 LINK: Any = None
+
+_HERE = threading.local()
 
 
 def install(link: Any) -> None:
@@ -21,10 +30,22 @@ def install(link: Any) -> None:
     LINK = link
 
 
+def install_here(link: Any) -> None:
+    """Makes ``link`` (the route lane's) this thread's: the thread that serves it."""
+    _HERE.link = link
+
+
+def serves_calls() -> bool:
+    """Whether this thread serves one of the lanes (may read its answers): the main thread,
+    or the route lane's."""
+    return threading.current_thread() is threading.main_thread() or hasattr(_HERE, "link")
+
+
 def _link() -> Any:
-    if LINK is None:
+    link = getattr(_HERE, "link", None) or LINK
+    if link is None:
         raise _native.AirlockError("not running inside a comfy-airlock worker")
-    return LINK
+    return link
 
 
 def emit(topic: str, payload: Any = None) -> None:

@@ -6,6 +6,7 @@ import importlib
 import logging
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -141,14 +142,32 @@ def _describe(exc: BaseException, tb: Any) -> tuple[str, str, str, tuple[Any, ..
 
 
 def serve(worker_link: Any) -> None:
-    """Runs calls until the host says stop (the loop itself is in the core)."""
+    """Runs calls until the host says stop (the loop itself is in the core); the route lane's
+    calls on a thread of their own meanwhile."""
     link.install(worker_link)
     models.install(worker_link)
     interrupts.install(worker_link)
     idle_trim.register(worker_link, worker=True, tick=models.refresh)
     if born_policy.enable(worker_link):
         on_import.after_import("numpy", born_policy.numpy_births)
+    route = getattr(worker_link, "route", None)
+    if route is not None:
+        threading.Thread(
+            target=_serve_routes, args=(route,), name="airlock-routes", daemon=True
+        ).start()
     worker_link.serve(_resolve, _describe)
+
+
+def _serve_routes(route_link: Any) -> None:
+    """The route lane's loop (ADR 0055): the pack's HTTP requests, answered while a node runs
+    on the main thread, as ComfyUI's server answers them while its prompt worker runs one.
+    Its calls report no memory (a route handler is not a node): plain lookups. Ends with the
+    process: the host stops a worker on its call lane."""
+    link.install_here(route_link)
+    try:
+        route_link.serve(_lookup, _describe)
+    except Exception as e:  # the host went away or broke the lane: the main loop hears too
+        logging.getLogger("comfy_airlock.worker").debug("route lane ended: %s", e)
 
 
 def main() -> None:

@@ -33,7 +33,6 @@ import asyncio
 import importlib
 import logging
 import sys
-import threading
 import types
 from typing import Any
 
@@ -46,8 +45,10 @@ _LOOP: asyncio.AbstractEventLoop | None = None
 
 
 def event_loop() -> asyncio.AbstractEventLoop:
-    """The worker's one event loop (``PromptServer.instance.loop``): async nodes and route
-    handlers run on it, and ``asyncio.get_event_loop()`` at a pack's import returns it."""
+    """The server's event loop (``PromptServer.instance.loop``): the pack's route handlers run
+    on it (on the route lane's thread, ADR 0055), and ``asyncio.get_event_loop()`` at a pack's
+    import returns it, as natively. Async nodes run on a loop of their own, as upstream's
+    executor runs them apart from the server's (``comfy._run_async``)."""
     global _LOOP
     if _LOOP is None:
         _LOOP = asyncio.new_event_loop()
@@ -93,9 +94,10 @@ def _ui_payload(event: Any, data: Any) -> Any:
 
 
 def ask_host(op: str, **payload: Any) -> Any:
-    """A question to the host's server. Only the call's own thread may read the lane, and only
-    inside a call; elsewhere this raises ``LookupError``."""
-    if threading.current_thread() is not threading.main_thread() or link.LINK is None:
+    """A question to the host's server. Only a call's own thread may read its lane (a node's,
+    or a route handler's: ADR 0055), and only inside a call; elsewhere this raises
+    ``LookupError``."""
+    if not link.serves_calls() or link.LINK is None:
         raise LookupError("the host's server can be asked only from a call's own thread")
     try:
         return link.ask("server?", {"op": op, **payload})

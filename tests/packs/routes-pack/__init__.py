@@ -5,13 +5,15 @@ compared. Every path starts with the pack's folder name, so two copies can share
 - on the app: ``app.router.add_get`` / ``add_post`` / ``add_route`` / ``add_static``,
   ``app.add_routes([web.get(...)])`` and a module-level ``ROUTES`` table added with
   ``app.add_routes``;
-- on upstream's table: ``@PromptServer.instance.routes.get/post/put/delete``.
+- on upstream's table: ``@PromptServer.instance.routes.get/post/put/delete``;
+- a node that waits, while it runs, for the page to POST to the pack's route (a chooser).
 """
 
 import asyncio
 import hashlib
 import json
 import os
+import time
 
 import folder_paths
 from aiohttp import web
@@ -210,6 +212,58 @@ async def crash(request):
     os._exit(3)  # the worker dies under the request (never called natively)
 
 
+# --- a node that waits, while it runs, for a request to its own pack ----------------------
+# The shape of the image-chooser packs (cg-image-picker's Preview Chooser, Easy-Use's): the node
+# shows the choices in the browser, then loops until the page POSTs the user's pick to the
+# pack's route, which hands it over in a class attribute.
+
+
+class Picks:
+    picks: dict = {}
+    cancelled = False
+
+
+@routes.post(P + "/pick")
+async def pick(request):
+    form = await request.post()
+    if form.get("message") == "__cancel__":
+        Picks.cancelled = True
+    else:
+        Picks.picks[str(form.get("id"))] = form.get("message")
+    # The queue as the handler reads it while the node waits (a question to the host, asked
+    # from the route's thread while the node's call runs).
+    running, pending = PromptServer.instance.prompt_queue.get_current_queue()
+    return web.json_response({"running": len(running), "pending": len(pending)})
+
+
+class ChooserNode:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {"choices": ("STRING", {"default": "red,green,blue"})},
+            "hidden": {"id": "UNIQUE_ID"},
+        }
+
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "choose"
+    OUTPUT_NODE = True
+    CATEGORY = "airlock-test"
+
+    def choose(self, choices, id):
+        import comfy.model_management
+
+        options = choices.split(",")
+        PromptServer.instance.send_sync(P[1:] + ".choose", {"id": id, "choices": options})
+        while str(id) not in Picks.picks:
+            if Picks.cancelled:
+                Picks.cancelled = False
+                raise RuntimeError("the pick was cancelled")
+            comfy.model_management.throw_exception_if_processing_interrupted()
+            time.sleep(0.05)
+        chosen = options[int(Picks.picks.pop(str(id)))]
+        return {"ui": {"text": [chosen]}, "result": (chosen,)}
+
+
 class RoutesPackNode:
     @classmethod
     def INPUT_TYPES(cls):
@@ -223,4 +277,7 @@ class RoutesPackNode:
         return (json.dumps({"text": text}),)
 
 
-NODE_CLASS_MAPPINGS = {os.path.basename(HERE) + "Node": RoutesPackNode}
+NODE_CLASS_MAPPINGS = {
+    os.path.basename(HERE) + "Node": RoutesPackNode,
+    os.path.basename(HERE) + "Chooser": ChooserNode,
+}

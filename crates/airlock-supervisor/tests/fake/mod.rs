@@ -118,12 +118,28 @@ pub fn main() {
         airlock_supervisor::connect(socket.as_ref(), token, &id, PoolConfig::default(), || {
             std::process::exit(0)
         });
-    let Ok((lane, control, _name)) = connected else {
+    let Ok(airlock_supervisor::Connected {
+        call: lane,
+        route,
+        control,
+        ..
+    }) = connected
+    else {
         std::process::exit(2);
     };
     control.publish(report(1, &[]));
     control.set_handler(Arc::new(FakeModels));
     eprintln!("fake worker ready");
+    // The route lane's calls run on a thread of their own, beside the call lane's.
+    std::thread::spawn(move || {
+        let calls = airlock_supervisor::CallState::new();
+        let mut runner = FakeRunner {
+            lane: route.clone(),
+            current: &calls,
+            resolved: Vec::new(),
+        };
+        let _ = airlock_supervisor::serve(&route, &calls, &mut runner);
+    });
     let calls = airlock_supervisor::CallState::new();
     let mut runner = FakeRunner {
         lane: lane.clone(),

@@ -101,8 +101,7 @@ impl Worker {
             .map_err(|e| errors::spawn(&self.spec.name, &e))?;
             slot.generation = generation;
             let lane = Py::new(py, Lane::new(py, process.call_lane().clone(), Side::Host))?;
-            let route_lane =
-                Py::new(py, Lane::new(py, process.route_lane().clone(), Side::Host))?;
+            let route_lane = Py::new(py, Lane::new(py, process.route_lane().clone(), Side::Host))?;
             slot.running = Some(Running {
                 process: Arc::new(process),
                 lane,

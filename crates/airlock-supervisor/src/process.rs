@@ -82,7 +82,11 @@ impl WorkerProcess {
             name: spec.name.clone(),
         };
         let call = Arc::new(CallLane::from_framed(call, Side::Host, spec.pool.clone()));
-        let route = Arc::new(CallLane::from_framed(route, Side::Host, route_pool(&spec.pool)));
+        let route = Arc::new(CallLane::from_framed(
+            route,
+            Side::Host,
+            route_pool(&spec.pool),
+        ));
         let signal = Arc::new(l.signal);
         call.stamp(signal.clone());
         let control = Arc::new(ControlLane::from_framed(control));

@@ -255,7 +255,11 @@ fn the_route_lane_answers_while_a_call_runs_and_breaks_when_the_worker_dies() {
     let args = Value::Tuple(vec![Value::Str("pick".into())]);
     let (got, _) = call_on(&w, w.route_lane(), &mut host, 3, "echo", args.clone(), None);
     assert_eq!(replied(got), args);
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(!busy.is_finished(), "the node's call is still running");
     // A worker that dies in a route call breaks it, and the node's call with it.
     let (got, _) = call_on(&w, w.route_lane(), &mut host, 4, "die", Value::None, None);

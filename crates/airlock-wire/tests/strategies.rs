@@ -147,7 +147,7 @@ pub fn hello() -> impl Strategy<Value = Hello> {
     (
         any::<u32>(),
         any::<[u8; TOKEN_LEN]>(),
-        prop_oneof![Just(Lane::Call), Just(Lane::Control)],
+        prop_oneof![Just(Lane::Call), Just(Lane::Control), Just(Lane::Route)],
         any::<u32>(),
         text(),
         option::of(text()),

@@ -51,7 +51,8 @@ def frame(body: bytes) -> bytes:
 
 
 def _lane_fds() -> list[int]:
-    """This process's two lane sockets, call lane first (it connects first)."""
+    """This process's call and control lane sockets, call lane first (the lanes connect in
+    order: call, control, route)."""
     socks = []
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)

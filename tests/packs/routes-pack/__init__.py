@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import time
+import typing
 
 import folder_paths
 from aiohttp import web
@@ -219,7 +220,7 @@ async def crash(request):
 
 
 class Picks:
-    picks: dict = {}
+    picks: typing.ClassVar[dict] = {}
     cancelled = False
 
 

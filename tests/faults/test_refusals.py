@@ -123,6 +123,25 @@ def test_refused_input_on_the_call_lane_ends_the_worker(spawn, fault, leaks, cas
     run.finish()
 
 
+def test_refused_input_on_the_route_lane_ends_the_worker(spawn, fault, leaks):
+    """The route lane (ADR 0055) is guarded as the call lane: what the worker sends there that
+    the protocol forbids ends it, named as the route lane's."""
+    run = fault("refused: unexpected Pong on the route lane")
+    w = spawn()
+    w.call("fault_targets:echo", 0)
+    assert w.route_call("fault_targets:echo", 5) == 5  # the lane works
+    leaks.baseline_threads()
+    for i in range(iterations(2)):
+        with run.iteration(i):
+            pid, gen = w.pid, w.generation
+            before = _native.rejections()
+            with pytest.raises(comfy_airlock.ProtocolError, match="unexpected Pong on the route"):
+                w.route_call("forgeries:write_route_frame", "pong")
+            _check_ended(w, pid, gen, before, "protocol", leaks)
+            run.outcome("refused once, worker ended, next call on a new generation")
+    run.finish()
+
+
 CONTROL_LANE = {
     "oversize header": ("frame_too_large", r"frame of 2147483647 bytes exceeds the limit"),
     "call": ("protocol", r"unexpected Call on the control lane"),

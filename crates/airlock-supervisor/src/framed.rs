@@ -92,6 +92,11 @@ impl Framed {
         let _ = self.guard.set((guard, lane));
     }
 
+    /// The lane's name as armed ("call", "route", "control"); "call" before.
+    pub fn label(&self) -> &'static str {
+        self.guard.get().map_or("call", |(_, lane)| lane)
+    }
+
     /// Counts `e` if it refuses the peer's input and, on a guarded lane, ends the peer;
     /// returns `e`.
     pub fn refuse(&self, e: LaneError) -> LaneError {

@@ -43,7 +43,7 @@ impl Guard {
         self.first.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Applies the rule to `e`, seen on `lane` ("call" or "control"). Errors that are not the
+    /// Applies the rule to `e`, seen on `lane` ("call", "route" or "control"). Errors that are not the
     /// peer's doing pass; so does a stream cut inside a frame by a worker that died (a crash,
     /// not a refusal: the caller reports the death).
     pub fn refuse(&self, e: &LaneError, lane: &str) {

@@ -60,8 +60,15 @@ impl CallLane {
         }
     }
 
-    pub(crate) fn arm(&self, guard: Arc<Guard>) {
-        self.framed.arm(guard, "call")
+    /// Ends the worker on what this lane refuses; `label` names the lane in the verdict and
+    /// in errors ("call" or "route").
+    pub(crate) fn arm(&self, guard: Arc<Guard>, label: &'static str) {
+        self.framed.arm(guard, label)
+    }
+
+    /// "call" or "route" (in the host, as armed).
+    pub fn label(&self) -> &'static str {
+        self.framed.label()
     }
 
     /// Notes this side's receipts and sends in the worker's shared page and reads the peer's

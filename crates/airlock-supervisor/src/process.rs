@@ -93,8 +93,8 @@ impl WorkerProcess {
         // Input refused on either lane ends this worker (guard.rs).
         let heard = Arc::new(Heard::new());
         let guard = Guard::ending(pidfd.clone(), pid, heard.clone());
-        call.arm(guard.clone());
-        route.arm(guard.clone());
+        call.arm(guard.clone(), "call");
+        route.arm(guard.clone(), "route");
         control.arm(guard);
         let welcomed = control
             .send(&welcome)

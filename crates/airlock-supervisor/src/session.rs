@@ -167,9 +167,11 @@ impl Session<'_> {
                 }
                 Ok(Some(m @ (Message::Reply { .. } | Message::Error { .. }))) => break m,
                 Ok(Some(other)) => {
-                    return Err(
-                        self.refuse(format!("unexpected {} on the call lane", other.kind()))
-                    );
+                    return Err(self.refuse(format!(
+                        "unexpected {} on the {} lane",
+                        other.kind(),
+                        self.lane.label()
+                    )));
                 }
                 Ok(None) => return Err(Broken::Lane(LaneError::Closed)),
                 Err(e) => return Err(Broken::Lane(e)),

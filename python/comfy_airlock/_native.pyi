@@ -295,6 +295,9 @@ class WorkerLink:
         """Sends an event for the running call without waiting. ``"loaded"`` takes a
         ``LoadedNotice``, ``"telemetry"`` a ``WorkerReport`` (both typed on the wire); other
         topics any value. Raises outside a call."""
+    def post(self, topic: str, payload: Any) -> None:
+        """Sends a UI message (``"send_sync"``, ``"progress_text"``) on the events lane, which a
+        host thread reads while no call runs (ADR 0056); raises on the route lane's link."""
     def ask(self, topic: str, payload: Any) -> Any:
         """Asks the host ``topic`` (ends in ``?``) for the running call and waits for the
         answer. ``"admit?"`` / ``"oom?"`` take a ``LoadRequest`` and return an

@@ -254,6 +254,25 @@ def test_a_node_that_waits_for_its_packs_route_gets_the_request(server):
         assert entry["outputs"]["1"]["text"] == ["blue"], name
 
 
+def test_a_packs_own_thread_reaches_the_browser_between_calls(server):
+    """Crystools' shape: a monitor thread started at the pack's import sends a message every
+    second, whether a node runs or not. Isolated, those sent while no call runs take the
+    worker's events lane (ADR 0056); before, they were dropped with a warning."""
+    pid = json.loads(fetch(server, "GET", "/routes-iso/where")[3])["pid"]  # its worker runs
+    for name, from_pid in (("routes-native", server.proc.pid), ("routes-iso", pid)):
+        seen = []
+        for _ in range(2):  # two in a row: it keeps coming, not just once
+            msg = server.wait_message(
+                type=name + ".monitor",
+                timeout=30,
+                predicate=lambda m, s=seen, p=from_pid: (
+                    m["data"]["pid"] == p and m["data"]["beat"] not in s
+                ),
+            )
+            seen.append(msg["data"]["beat"])
+    assert "dropped a send_sync message" not in server.log_text()
+
+
 def _probe_prompt(tag: str) -> dict:
     return {
         "1": {"class_type": "serverapi-nativeProbe", "inputs": {"tag": tag}},

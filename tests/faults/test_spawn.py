@@ -264,13 +264,13 @@ def test_a_sibling_cannot_take_a_workers_lanes_nor_read_its_secrets(
             assert w.call("spawn_side:dumpable") == 0
             assert int(w.call("spawn_side:drop_capabilities"), 16) == 0
             lanes = w.call("spawn_side:lane_fds")
-            assert len(lanes) == 3, lanes  # call, control, route (ADR 0055)
+            assert len(lanes) == 4, lanes  # call, control, route, events (ADR 0055, 0056)
             fds = lanes  # (the interrupt page's fd 4 is closed once mapped, at the connect)
             got = _sibling(w.pid, fds)
             assert int(got["caps"], 16) == 0, got
             assert got["fds"] == {str(fd): errno.EPERM for fd in fds}, got
             assert got["environ"] in (errno.EACCES, errno.EPERM), got
-            run.outcome("sibling refused (EPERM) on all three lanes, and /proc/<pid>/environ")
+            run.outcome("sibling refused (EPERM) on all four lanes, and /proc/<pid>/environ")
             # The control: the same sibling takes them from a worker made dumpable again.
             assert w.call("spawn_side:set_dumpable", True) == 1
             again = _sibling(w.pid, fds)

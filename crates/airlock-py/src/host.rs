@@ -102,6 +102,7 @@ impl Worker {
             slot.generation = generation;
             let lane = Py::new(py, Lane::new(py, process.call_lane().clone(), Side::Host))?;
             let route_lane = Py::new(py, Lane::new(py, process.route_lane().clone(), Side::Host))?;
+            self.read_events(py, &process)?;
             slot.running = Some(Running {
                 process: Arc::new(process),
                 lane,
@@ -114,6 +115,32 @@ impl Worker {
             Via::Route => &r.route_lane,
         };
         Ok((r.process.clone(), lane.bind(py).clone()))
+    }
+
+    /// Starts the thread that reads `process`'s events lane for as long as it lives (ADR
+    /// 0056): each UI message a pack sent while no call ran goes to `on_event(topic, payload)`
+    /// as during a call; an error there is reported as unraisable and reading goes on.
+    fn read_events(&self, py: Python<'_>, process: &WorkerProcess) -> PyResult<()> {
+        let lane = process.events_lane().clone();
+        let lane_obj = Py::new(py, Lane::new(py, lane.clone(), Side::Host))?;
+        let on_event = self.on_event.as_ref().map(|h| h.clone_ref(py));
+        let deliver = move |topic: String, payload: airlock_wire::Value| {
+            crate::exit_gate::with_python(|py| {
+                let Some(h) = &on_event else { return };
+                let handled = crate::convert::decode(py, lane_obj.bind(py), payload)
+                    .and_then(|obj| h.bind(py).call1((topic, obj)).map(drop));
+                if let Err(e) = handled {
+                    e.write_unraisable(py, Some(h.bind(py)));
+                }
+            });
+        };
+        std::thread::Builder::new()
+            .name(format!("airlock-events-{}", self.spec.name))
+            .spawn(move || {
+                airlock_supervisor::read_events(&lane, deliver);
+            })
+            .map_err(|e| AirlockError::new_err(format!("cannot start the events reader: {e}")))?;
+        Ok(())
     }
 
     /// Turns a broken lane into the right exception, and forgets the process so that the next

@@ -67,6 +67,7 @@ pub fn connect(
     let airlock_supervisor::Connected {
         call: lane,
         route,
+        events,
         control,
         name,
     } = connected;
@@ -77,7 +78,10 @@ pub fn connect(
     // The route lane's link: its own calls, never interrupted (the host never raises the
     // page for them), no route lane of its own.
     let route = WorkerLink::new(py, route, control.clone(), name.clone(), None, None)?;
-    WorkerLink::new(py, lane, control, name, signal, Some(Py::new(py, route)?))
+    let mut link = WorkerLink::new(py, lane, control, name, signal, Some(Py::new(py, route)?))?;
+    let events_obj = Py::new(py, Lane::new(py, events.clone(), Side::Worker))?;
+    link.events = Some((events, events_obj));
+    Ok(link)
 }
 
 /// The interrupt page the host handed over (see [`SignalPage::from_env`]).
@@ -118,6 +122,8 @@ pub struct WorkerLink {
     /// The route lane's link (None on that link itself).
     #[pyo3(get)]
     route: Option<Py<WorkerLink>>,
+    /// The events lane (the call lane's link only): UI messages sent while no call runs.
+    events: Option<(Arc<CallLane>, Py<Lane>)>,
 }
 
 impl WorkerLink {
@@ -138,6 +144,7 @@ impl WorkerLink {
             calls: CallState::new(),
             signal,
             route,
+            events: None,
         })
     }
 }
@@ -212,6 +219,29 @@ impl WorkerLink {
         let l = self.lane.clone();
         crate::exit_gate::detach(py, move || l.send(&msg))
             .map_err(|e| ProtocolError::new_err(format!("call lane: {e}")))
+    }
+
+    /// Sends a UI message (`topic` one of "send_sync", "progress_text") on the events lane,
+    /// for a host thread that reads it while no call runs (ADR 0056). It does not wait.
+    fn post(&self, py: Python<'_>, topic: String, payload: &Bound<'_, PyAny>) -> PyResult<()> {
+        let Some((lane, lane_obj)) = &self.events else {
+            return Err(crate::errors::AirlockError::new_err(
+                "this link has no events lane (the route lane's link)",
+            ));
+        };
+        if !airlock_supervisor::UI_TOPICS.contains(&topic.as_str()) {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "only UI messages go on the events lane, not {topic:?}"
+            )));
+        }
+        let msg = Message::Event {
+            id: 0,
+            topic,
+            payload: encode_plain(lane_obj.bind(py), payload)?,
+        };
+        let l = lane.clone();
+        crate::exit_gate::detach(py, move || l.send(&msg))
+            .map_err(|e| ProtocolError::new_err(format!("events lane: {e}")))
     }
 
     /// Asks the host `topic` (which must end in `?`) for the call running now and waits for

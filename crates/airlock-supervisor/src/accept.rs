@@ -1,4 +1,4 @@
-//! The host's side of the handshake: accepting the three lanes from the process it started.
+//! The host's side of the handshake: accepting the four lanes from the process it started.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
@@ -28,10 +28,12 @@ pub(crate) struct Accepted {
     pub call: Framed,
     pub control: Framed,
     pub route: Framed,
+    pub events: Framed,
     pub hello: Hello,
 }
 
-/// Accepts the call, control and route lanes, in any order, from the process we spawned.
+/// Accepts the call, control, route and events lanes, in any order, from the process we
+/// spawned.
 pub(crate) fn accept_lanes(
     sd: &SocketDir,
     pidfd: &OwnedFd,
@@ -40,8 +42,9 @@ pub(crate) fn accept_lanes(
     timeout: Duration,
 ) -> Result<Accepted, Accept> {
     let deadline = Instant::now() + timeout;
-    let (mut call, mut control, mut route, mut hello) = (None, None, None, None);
-    while call.is_none() || control.is_none() || route.is_none() {
+    let (mut call, mut control, mut route, mut events) = (None, None, None, None);
+    let mut hello = None;
+    while call.is_none() || control.is_none() || route.is_none() || events.is_none() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(Accept::Timeout);
@@ -72,6 +75,7 @@ pub(crate) fn accept_lanes(
             Lane::Call => &mut call,
             Lane::Control => &mut control,
             Lane::Route => &mut route,
+            Lane::Events => &mut events,
         };
         if slot.is_some() {
             return Err(SpawnError::Lane(LaneError::Protocol(format!(
@@ -82,11 +86,12 @@ pub(crate) fn accept_lanes(
         *slot = Some(framed);
         hello.get_or_insert(h);
     }
-    match (call, control, route, hello) {
-        (Some(call), Some(control), Some(route), Some(hello)) => Ok(Accepted {
+    match (call, control, route, events, hello) {
+        (Some(call), Some(control), Some(route), Some(events), Some(hello)) => Ok(Accepted {
             call,
             control,
             route,
+            events,
             hello,
         }),
         _ => Err(Accept::Timeout),

@@ -38,16 +38,18 @@ pub struct Connected {
     pub call: Arc<CallLane>,
     /// The pack's HTTP requests, on a thread of their own (ADR 0055).
     pub route: Arc<CallLane>,
+    /// UI messages sent while no call runs, which nothing here reads (ADR 0056).
+    pub events: Arc<CallLane>,
     /// What the control thread answers with, and the generation the host gave this worker.
     pub control: Arc<ControlState>,
     /// The worker's name.
     pub name: String,
 }
 
-/// Connects the three lanes to the host at `socket`, and starts the control-lane thread,
+/// Connects the four lanes to the host at `socket`, and starts the control-lane thread,
 /// which answers heartbeats without Python and calls `host_gone` when the host disappears (the
 /// worker runtime passes a function that exits the process at once). `pool` configures the
-/// call lane's pool; the route lane's is named after it.
+/// call lane's pool; the route and events lanes' are named after it.
 pub fn connect(
     socket: &Path,
     token: Token,
@@ -85,12 +87,14 @@ pub fn connect(
         let call = open(Lane::Call)?;
         let control = open(Lane::Control)?;
         let route = open(Lane::Route)?;
+        let events = open(Lane::Events)?;
         let (generation, name) = welcome(&call)?;
         welcome(&control)?;
         welcome(&route)?;
-        Ok((call, control, route, generation, name))
+        welcome(&events)?;
+        Ok((call, control, route, events, generation, name))
     };
-    let (call, control, route, generation, name) = handshake().inspect_err(|e| {
+    let (call, control, route, events, generation, name) = handshake().inspect_err(|e| {
         if host_may_be_gone(e) {
             abandon_handshake(socket);
         }
@@ -102,10 +106,12 @@ pub fn connect(
     std::thread::Builder::new()
         .name("airlock-control".into())
         .spawn(move || serve_control(control, &served, host_gone))?;
-    let route_pool = crate::lane::route_pool(&pool);
+    let route_pool = crate::lane::side_pool(&pool, "route");
+    let events_pool = crate::lane::side_pool(&pool, "events");
     Ok(Connected {
         call: Arc::new(CallLane::from_framed(call, Side::Worker, pool)),
         route: Arc::new(CallLane::from_framed(route, Side::Worker, route_pool)),
+        events: Arc::new(CallLane::from_framed(events, Side::Worker, events_pool)),
         control: state,
         name,
     })

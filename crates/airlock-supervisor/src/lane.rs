@@ -35,11 +35,12 @@ pub struct Birth {
     pub segment_len: u64,
 }
 
-/// The pool of a route lane, after its call lane's `pool`: its own memfd names, and no idle
-/// segment kept, since only a request or response body over 1 MiB ever needs one.
-pub(crate) fn route_pool(pool: &PoolConfig) -> PoolConfig {
+/// The pool of a route or events lane (`lane`), after its call lane's `pool`: its own memfd
+/// names, and no idle segment kept, since only a request or response body over 1 MiB, or a
+/// preview, ever needs one.
+pub(crate) fn side_pool(pool: &PoolConfig, lane: &str) -> PoolConfig {
     PoolConfig {
-        name: format!("{}-route", pool.name),
+        name: format!("{}-{lane}", pool.name),
         keep_idle: 0,
         ..pool.clone()
     }
@@ -116,6 +117,20 @@ impl CallLane {
             self.shm().mark_sent();
         }
         r
+    }
+
+    /// Sends what is owed to the peer (releases, retirements), if anything: for a lane on which
+    /// this side only reads (the host's events lane), whose peer takes them at its next lease.
+    pub fn send_owed(&self) -> Result<(), LaneError> {
+        let owed = {
+            let mut shm = self.shm();
+            if !shm.has_owed() {
+                return Ok(());
+            }
+            shm.take_owed()?
+        };
+        let msgs: Vec<&Message> = owed.frames.iter().collect();
+        self.sent(self.framed.send_within(&msgs, owed.fds, None))
     }
 
     /// Carries on with a send that timed out, for at most `timeout`.

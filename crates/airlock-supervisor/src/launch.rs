@@ -143,6 +143,7 @@ pub(crate) struct Reaped {
     pub exit: Arc<ExitState>,
     pub call: Arc<CallLane>,
     pub route: Arc<CallLane>,
+    pub events: Arc<CallLane>,
     pub control: Arc<ControlLane>,
     pub tmp: PrivateTmp,
     pub pid: i32,
@@ -164,9 +165,11 @@ pub(crate) fn start_reaper(name: &str, r: Reaped) {
         *r.exit.status.lock().unwrap_or_else(|p| p.into_inner()) = Some(status);
         r.call.shutdown();
         r.route.shutdown();
+        r.events.shutdown();
         r.control.shutdown();
         r.call.peer_gone();
         r.route.peer_gone();
+        r.events.peer_gone();
         r.exit.changed.notify_all();
     };
     let _ = std::thread::Builder::new()

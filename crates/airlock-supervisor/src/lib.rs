@@ -1,11 +1,12 @@
 //! Worker processes for comfy-airlock, and the lanes that connect them to the host.
 //!
 //! The host spawns each worker from any Python interpreter with our runtime on its path. The
-//! worker connects back three times through a socket in a private 0700 directory that exists
+//! worker connects back four times through a socket in a private 0700 directory that exists
 //! only for the handshake: for the **call lane** (calls, replies, segment announcements and
 //! lease releases), the **control lane** (heartbeats and commands that must reach a worker
-//! while it is busy) and the **route lane** (a second call lane, for the pack's HTTP requests,
-//! so they are answered while a node runs: ADR 0055). Each connection is checked three ways: the peer's credentials
+//! while it is busy), the **route lane** (a second call lane, for the pack's HTTP requests,
+//! so they are answered while a node runs: ADR 0055) and the **events lane** (UI messages the
+//! pack sends while no call runs, read by a host thread: ADR 0056). Each connection is checked three ways: the peer's credentials
 //! (same uid, the pid we spawned), a per-spawn token handed over an inherited pipe, and the
 //! protocol version.
 //!
@@ -23,6 +24,7 @@ mod connect;
 mod control;
 mod error;
 mod escalation;
+mod events;
 mod exec;
 mod exit;
 mod framed;
@@ -50,6 +52,7 @@ pub use connect::{
 pub use control::{CommandResult, ControlState, ModelHandler};
 pub use error::{LaneError, SpawnError, WorkerDied};
 pub use escalation::{Escalation, InterruptPolicy, Step};
+pub use events::{UI_TOPICS, read_events};
 pub use exit::ExitDescription;
 pub use lane::{Birth, CallLane, ControlLane, LaneStats};
 pub use liveness::Liveness;

@@ -13,7 +13,7 @@ use crate::accept::{Accept, Accepted, accept_lanes};
 use crate::error::{LaneError, SpawnError, WorkerDied};
 use crate::exit::ExitDescription;
 use crate::guard::Guard;
-use crate::lane::{CallLane, ControlLane, route_pool};
+use crate::lane::{CallLane, ControlLane, side_pool};
 use crate::launch::{Reaped, kill_now, launch, reap, start_reaper};
 use crate::liveness::{Heard, Watched, watch};
 use crate::output::{OutputSink, Tail};
@@ -37,7 +37,7 @@ impl ExitState {
     }
 }
 
-/// A started worker with its three lanes connected.
+/// A started worker with its four lanes connected.
 pub struct WorkerProcess {
     name: String,
     pid: i32,
@@ -46,6 +46,9 @@ pub struct WorkerProcess {
     call: Arc<CallLane>,
     /// The pack's HTTP requests, served by a thread of their own in the worker (ADR 0055).
     route: Arc<CallLane>,
+    /// UI messages the worker sends while no call runs; the host reads it on a thread of its
+    /// own (ADR 0056).
+    events: Arc<CallLane>,
     control: Arc<ControlLane>,
     exit: Arc<ExitState>,
     stderr_tail: Arc<Tail>,
@@ -58,7 +61,7 @@ pub struct WorkerProcess {
 }
 
 impl WorkerProcess {
-    /// Starts a worker and completes the handshake on its three lanes.
+    /// Starts a worker and completes the handshake on its four lanes.
     pub fn spawn(
         spec: &WorkerSpec,
         generation: u64,
@@ -72,6 +75,7 @@ impl WorkerProcess {
             call,
             control,
             route,
+            events,
             hello,
         } = match accepted {
             Ok(lanes) => lanes,
@@ -85,7 +89,12 @@ impl WorkerProcess {
         let route = Arc::new(CallLane::from_framed(
             route,
             Side::Host,
-            route_pool(&spec.pool),
+            side_pool(&spec.pool, "route"),
+        ));
+        let events = Arc::new(CallLane::from_framed(
+            events,
+            Side::Host,
+            side_pool(&spec.pool, "events"),
         ));
         let signal = Arc::new(l.signal);
         call.stamp(signal.clone());
@@ -95,11 +104,13 @@ impl WorkerProcess {
         let guard = Guard::ending(pidfd.clone(), pid, heard.clone());
         call.arm(guard.clone(), "call");
         route.arm(guard.clone(), "route");
+        events.arm(guard.clone(), "events");
         control.arm(guard);
         let welcomed = control
             .send(&welcome)
             .and_then(|_| call.send(&welcome))
-            .and_then(|_| route.send(&welcome));
+            .and_then(|_| route.send(&welcome))
+            .and_then(|_| events.send(&welcome));
         if let Err(e) = welcomed {
             kill_now(&pidfd, pid);
             let _ = reap(&pidfd);
@@ -129,6 +140,7 @@ impl WorkerProcess {
                 exit: exit.clone(),
                 call: call.clone(),
                 route: route.clone(),
+                events: events.clone(),
                 control: control.clone(),
                 tmp: l.tmp,
                 pid,
@@ -141,6 +153,7 @@ impl WorkerProcess {
             pidfd,
             call,
             route,
+            events,
             control,
             exit,
             stderr_tail: l.stderr_tail,
@@ -175,6 +188,11 @@ impl WorkerProcess {
     /// The second call lane, whose calls the worker answers while the call lane's run.
     pub fn route_lane(&self) -> &Arc<CallLane> {
         &self.route
+    }
+
+    /// The lane of the worker's UI messages sent while no call runs (read, never called on).
+    pub fn events_lane(&self) -> &Arc<CallLane> {
+        &self.events
     }
 
     /// `None` while running.

@@ -268,3 +268,46 @@ fn the_route_lane_answers_while_a_call_runs_and_breaks_when_the_worker_dies() {
     assert!(matches!(node, Err(Broken::Lane(_))), "{:?}", node.err());
     assert!(w.wait_exit(Duration::from_secs(5)).is_some());
 }
+
+#[test]
+fn ui_messages_sent_outside_a_call_reach_the_events_reader_and_others_end_the_worker() {
+    if fake::is_worker() {
+        return;
+    }
+    let w = Arc::new(start());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = {
+        let lane = w.events_lane().clone();
+        std::thread::spawn(move || {
+            airlock_supervisor::read_events(&lane, |topic, payload| {
+                let _ = tx.send((topic, payload));
+            })
+        })
+    };
+    let mut host = TestHost::default();
+    let sent = |topic: &str, payload: Value| Value::Tuple(vec![Value::Str(topic.into()), payload]);
+    let (got, _) = call(
+        &w,
+        &mut host,
+        1,
+        "post",
+        sent("send_sync", Value::Int(3)),
+        None,
+    );
+    assert_eq!(replied(got), Value::Int(0));
+    let got = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(got, ("send_sync".to_owned(), Value::Int(3)));
+    // A memory topic is not a UI message: refused, and the worker is ended.
+    let (got, _) = call(
+        &w,
+        &mut host,
+        2,
+        "post",
+        sent("telemetry", Value::None),
+        None,
+    );
+    assert_eq!(replied(got), Value::Int(0));
+    let refused = reader.join().unwrap().expect("refused");
+    assert!(refused.to_string().contains("events lane"), "{refused}");
+    assert!(w.wait_exit(Duration::from_secs(5)).is_some());
+}

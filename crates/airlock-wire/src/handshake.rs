@@ -5,7 +5,7 @@ use thiserror::Error;
 
 /// Bumped on any change to [`crate::Message`] or its encoding. Host and worker load the same
 /// extension module, so a mismatch means a stale copy, not a negotiable difference.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Bytes in a per-spawn token.
 pub const TOKEN_LEN: usize = 32;
@@ -32,7 +32,7 @@ impl std::fmt::Debug for Token {
     }
 }
 
-/// Which of a worker's three connections a lane is.
+/// Which of a worker's four connections a lane is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Lane {
     /// Calls and their replies, segment announcements and lease releases.
@@ -42,6 +42,9 @@ pub enum Lane {
     /// A second call lane, for the pack's HTTP routes: served by a thread of its own in the
     /// worker, so a request is answered while a node runs on the call lane (ADR 0055).
     Route,
+    /// Worker → host: UI messages a pack sends while no call runs (a monitor's thread), read
+    /// by a host thread of its own (ADR 0056).
+    Events,
 }
 
 /// What a worker says first on each lane.

@@ -147,7 +147,12 @@ pub fn hello() -> impl Strategy<Value = Hello> {
     (
         any::<u32>(),
         any::<[u8; TOKEN_LEN]>(),
-        prop_oneof![Just(Lane::Call), Just(Lane::Control), Just(Lane::Route)],
+        prop_oneof![
+            Just(Lane::Call),
+            Just(Lane::Control),
+            Just(Lane::Route),
+            Just(Lane::Events)
+        ],
         any::<u32>(),
         text(),
         option::of(text()),

@@ -8,7 +8,8 @@ them, so the worker's modules import downward only.
 A worker has two call lanes (ADR 0055): the node calls', served by the main thread, and the
 HTTP routes', served by a thread of its own (:func:`install_here`). Events and questions go on
 the lane of the call running on the thread that sends them: a route handler's ``send_sync``
-goes with its request, a node's with the node.
+goes with its request, a node's with the node. A UI message sent while no call runs (a pack's
+own thread) goes on the events lane (:func:`send_ui`, ADR 0056).
 """
 
 from __future__ import annotations
@@ -52,6 +53,27 @@ def emit(topic: str, payload: Any = None) -> None:
     """Sends an event to the host for the call running now (progress, previews, UI
     messages). It does not wait for the host. Raises outside a call."""
     _link().emit(topic, payload)
+
+
+def send_ui(topic: str, payload: Any) -> None:
+    """A UI message (``send_sync``, ``progress_text``) from any thread: with the call running
+    on this thread's lane, if one runs (a node's, a route handler's), else on the events lane,
+    which the host reads while no call runs (ADR 0056: a monitor's own thread)."""
+    current = _link()
+    if current.in_call:
+        try:
+            current.emit(topic, payload)
+            return
+        except _native.AirlockError as e:  # the call ended meanwhile
+            if "outside a call" not in str(e):
+                raise
+    _link_of_calls().post(topic, payload)
+
+
+def _link_of_calls() -> Any:
+    if LINK is None:
+        raise _native.AirlockError("not running inside a comfy-airlock worker")
+    return LINK
 
 
 def ask(topic: str, payload: Any = None) -> Any:

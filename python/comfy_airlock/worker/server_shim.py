@@ -60,12 +60,20 @@ def event_loop() -> asyncio.AbstractEventLoop:
 
 
 def emit_quietly(topic: str, payload: Any) -> None:
-    """UI messages outside a call, or that cannot cross, are dropped with a warning: a pack's
-    progress report must never fail its node."""
+    """A message for the host's UI. The server's own (``send_sync``, ``progress_text``) reach it
+    from any thread, in a call or not (ADR 0056); a progress report only in a call. One that
+    cannot cross is dropped with a warning: a pack's progress report must never fail its
+    node."""
     try:
-        link.emit(topic, payload)
+        if topic in _UI_ANYTIME:
+            link.send_ui(topic, payload)
+        else:
+            link.emit(topic, payload)
     except Exception as e:
         log.warning("dropped a %s message for the host: %s", topic, e)
+
+
+_UI_ANYTIME = frozenset({"send_sync", "progress_text"})
 
 
 def encode_preview(preview: Any) -> Any:

@@ -52,7 +52,7 @@ def frame(body: bytes) -> bytes:
 
 def _lane_fds() -> list[int]:
     """This process's call and control lane sockets, call lane first (the lanes connect in
-    order: call, control, route)."""
+    order: call, control, route, events)."""
     socks = []
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)

@@ -53,6 +53,6 @@ def drop_capabilities() -> str:
 
 
 def lane_fds() -> list[int]:
-    """The worker's connected sockets: its call, control and route lanes (made after it
-    started)."""
+    """The worker's connected sockets: its call, control, route and events lanes (made after
+    it started)."""
     return sorted(fd for fd, (link, _, _) in _fds().items() if link.startswith("socket:"))

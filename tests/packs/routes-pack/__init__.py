@@ -6,13 +6,15 @@ compared. Every path starts with the pack's folder name, so two copies can share
   ``app.add_routes([web.get(...)])`` and a module-level ``ROUTES`` table added with
   ``app.add_routes``;
 - on upstream's table: ``@PromptServer.instance.routes.get/post/put/delete``;
-- a node that waits, while it runs, for the page to POST to the pack's route (a chooser).
+- a node that waits, while it runs, for the page to POST to the pack's route (a chooser);
+- a monitor thread that sends the page a message every second, calls or not (Crystools).
 """
 
 import asyncio
 import hashlib
 import json
 import os
+import threading
 import time
 import typing
 
@@ -263,6 +265,24 @@ class ChooserNode:
             time.sleep(0.05)
         chosen = options[int(Picks.picks.pop(str(id)))]
         return {"ui": {"text": [chosen]}, "result": (chosen,)}
+
+
+# --- a monitor: UI messages from a thread of the pack's own, while no node runs ------------
+# The shape of ComfyUI-Crystools' resource monitor: a thread started at import runs an event
+# loop that sends the page a status every second, whether a prompt runs or not.
+
+
+async def _monitor_loop():
+    beat = 0
+    while True:
+        beat += 1
+        PromptServer.instance.send_sync(P[1:] + ".monitor", {"beat": beat, "pid": os.getpid()})
+        await asyncio.sleep(1.0)
+
+
+threading.Thread(
+    target=lambda: asyncio.run(_monitor_loop()), name="routes-pack-monitor", daemon=True
+).start()
 
 
 class RoutesPackNode:

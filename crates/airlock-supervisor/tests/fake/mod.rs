@@ -121,6 +121,7 @@ pub fn main() {
     let Ok(airlock_supervisor::Connected {
         call: lane,
         route,
+        events,
         control,
         ..
     }) = connected
@@ -135,6 +136,7 @@ pub fn main() {
         let calls = airlock_supervisor::CallState::new();
         let mut runner = FakeRunner {
             lane: route.clone(),
+            events: None,
             current: &calls,
             resolved: Vec::new(),
         };
@@ -143,6 +145,7 @@ pub fn main() {
     let calls = airlock_supervisor::CallState::new();
     let mut runner = FakeRunner {
         lane: lane.clone(),
+        events: Some(events),
         current: &calls,
         resolved: Vec::new(),
     };
@@ -171,10 +174,15 @@ pub enum Target {
     Double,
     /// Returns how many targets were resolved so far (resolution is cached per name).
     Resolved,
+    /// Sends its first argument as topic and its second as payload on the events lane, as
+    /// a call-less event (id 0); returns 0.
+    Post,
 }
 
 struct FakeRunner<'a> {
     lane: Arc<CallLane>,
+    /// The events lane (the call lane's runner only).
+    events: Option<Arc<CallLane>>,
     current: &'a airlock_supervisor::CallState,
     resolved: Vec<String>,
 }
@@ -204,6 +212,7 @@ impl Runner for FakeRunner<'_> {
             "notify" => Target::Notify,
             "double" => Target::Double,
             "resolved" => Target::Resolved,
+            "post" => Target::Post,
             other => return Err(format!("no target {other:?}")),
         })
     }
@@ -267,6 +276,23 @@ impl Runner for FakeRunner<'_> {
                     .map_err(|e| format!("{e:?}"))
             }
             Target::Resolved => Ok(Value::Int(self.resolved.len() as i64)),
+            Target::Post => {
+                let Value::Tuple(mut v) = args else {
+                    return Err("post takes (topic, payload)".into());
+                };
+                let payload = v.pop().unwrap_or(Value::None);
+                let Some(Value::Str(topic)) = v.pop() else {
+                    return Err("post takes (topic, payload)".into());
+                };
+                let events = self.events.as_ref().ok_or("no events lane here")?;
+                let msg = airlock_wire::Message::Event {
+                    id: 0,
+                    topic,
+                    payload,
+                };
+                events.send(&msg).map_err(|e| e.to_string())?;
+                Ok(Value::Int(0))
+            }
         }
     }
 

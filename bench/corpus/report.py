@@ -46,6 +46,8 @@ def verdict(r: dict[str, Any]) -> str:
     js = r.get("js") or {}
     if sorted(js.get("native") or []) != sorted(js.get("isolated") or []):
         return "JS differs"
+    if ui_lost(r):
+        return "UI messages lost"
     return "identical"
 
 
@@ -92,6 +94,8 @@ def row(r: dict[str, Any]) -> dict[str, Any]:
         "js_isolated": len(js.get("isolated") or []),
         "routes_only_native": len(routes.get("only_native") or []),
         "js_same": sorted(js.get("native") or []) == sorted(js.get("isolated") or []),
+        "ui_native": len((r.get("ui_messages") or {}).get("native") or {}),
+        "ui_lost": len(ui_lost(r)),
     }
 
 
@@ -112,6 +116,8 @@ def totals(rows: list[dict[str, Any]]) -> str:
     ]
     with_js = [r for r in loads if r["js_native"]]
     js_ok = [r for r in with_js if r["js_same"]]
+    messaging = [r for r in loads if r["ui_native"]]
+    ui_ok = [r for r in messaging if not r["ui_lost"]]
     lines = [
         f"- packs: {len(rows)}; load natively (at least one node): {len(loads)}",
         f"- load isolated with all their nodes: {len(all_nodes)} of {len(loads)}",
@@ -122,6 +128,8 @@ def totals(rows: list[dict[str, Any]]) -> str:
         f"{len(routes_ok)} of {len(routed)}",
         f"- packs with JS whose JS files are all listed for the frontend isolated: "
         f"{len(js_ok)} of {len(with_js)}",
+        f"- packs whose own UI messages (`send_sync` types, recorded since 2026-12-06) all "
+        f"reached the page isolated: {len(ui_ok)} of {len(messaging)}",
     ]
     return "\n".join(lines) + "\n"
 
@@ -156,6 +164,13 @@ def table(rows: list[dict[str, Any]]) -> str:
     return head + body
 
 
+def ui_lost(r: dict[str, Any]) -> list[str]:
+    """The websocket message types of the pack's own that reached the page natively and never
+    isolated (recorded since 2026-12-06; none for older results)."""
+    ui = r.get("ui_messages") or {}
+    return sorted(set(ui.get("native") or {}) - set(ui.get("isolated") or {}))
+
+
 def details(r: dict[str, Any]) -> str:
     lines = []
     nodes = r.get("nodes") or {}
@@ -173,6 +188,9 @@ def details(r: dict[str, Any]) -> str:
     for route, a in sorted((routes.get("answers") or {}).items()):
         if a["differs"]:
             lines.append(f"- route {route}: {a['differs'][:200]}")
+    lost = ui_lost(r)
+    if lost:
+        lines.append(f"- UI messages sent natively, never isolated: {', '.join(lost[:10])}")
     for side in ("native", "isolated"):
         s = r.get(side) or {}
         if s.get("start_error"):

@@ -147,6 +147,39 @@ def run_nodes(native: Side, isolated: Side, nodes: dict[str, Any], both: set[str
     return results
 
 
+# ComfyUI's own websocket messages (server.py, execution.py, the progress hooks); every other
+# type is a pack's own `send_sync`.
+_UPSTREAM_MESSAGES = frozenset(
+    {
+        "status",
+        "progress",
+        "progress_state",
+        "progress_text",
+        "executing",
+        "executed",
+        "execution_start",
+        "execution_cached",
+        "execution_success",
+        "execution_error",
+        "execution_interrupted",
+        "binary",
+        "feature_flags",
+        "logs",
+    }
+)
+
+
+def ui_messages(side: Side) -> dict[str, int]:
+    """How many websocket messages of each pack-sent type the page got over the whole run (a
+    monitor thread's, a node's feedback): a type sent natively and never isolated is a message
+    lost on the way (ADR 0056)."""
+    counts: dict[str, int] = {}
+    for m in side.ui.messages():
+        if m["type"] not in _UPSTREAM_MESSAGES:
+            counts[m["type"]] = counts.get(m["type"], 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def _static_files(prefix: str, directory: str, limit: int = 3) -> list[str]:
     """Paths of up to ``limit`` files a static route serves (the first, by name), quoted as a
     browser sends them (efficiency-nodes' example workflows have spaces in their names)."""
@@ -268,6 +301,7 @@ def _observe(result: dict, pack: str, native: Side, isolated: Side, baselines: d
     result["js"] = {"native": native.extensions(pack), "isolated": isolated.extensions(pack)}
     print(f"[{pack}] {len(n_nodes)} native / {len(i_nodes)} isolated nodes; running", flush=True)
     result["runs"] = run_nodes(native, isolated, n_nodes, set(i_nodes))
+    result["ui_messages"] = {side.name: ui_messages(side) for side in (native, isolated)}
     try:  # outputs born in the worker's shared memory (ADR 0044) against large ones digested
         result["born"] = isolated.ui.get("/corpus-probe/born")
     except Exception as e:

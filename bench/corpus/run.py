@@ -148,7 +148,7 @@ def run_nodes(native: Side, isolated: Side, nodes: dict[str, Any], both: set[str
 
 
 # ComfyUI's own websocket messages (server.py, execution.py, the progress hooks); every other
-# type is a pack's own `send_sync`.
+# type but ours (`comfy-airlock.*`, the panel's) is a pack's own `send_sync`.
 _UPSTREAM_MESSAGES = frozenset(
     {
         "status",
@@ -175,7 +175,7 @@ def ui_messages(side: Side) -> dict[str, int]:
     lost on the way (ADR 0056)."""
     counts: dict[str, int] = {}
     for m in side.ui.messages():
-        if m["type"] not in _UPSTREAM_MESSAGES:
+        if m["type"] not in _UPSTREAM_MESSAGES and not m["type"].startswith("comfy-airlock."):
             counts[m["type"]] = counts.get(m["type"], 0) + 1
     return dict(sorted(counts.items()))
 

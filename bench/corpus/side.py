@@ -32,7 +32,8 @@ class Side:
             python=python,
             env=env,
             startup_timeout=1800,
-            websocket=False,
+            # The page's messages: each side's pack-sent types are compared (run.ui_messages).
+            websocket=True,
             start=False,
         )
         self.start_error: str | None = None

@@ -258,12 +258,7 @@ class IsolatedPack:
                 raise mismatch  # its report said so during the call: nothing it holds is booked
             return result
         except BaseException as e:
-            _park_if_exiting()
-            self.stats.errors += 1
-            self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
-            self.stats.last_traceback = getattr(e, "remote_traceback", None)
-            if not self.alive():
-                LEDGER.drop_pack(self.name)
+            self._failed(e)
             raise
         finally:
             self.busy -= 1
@@ -280,13 +275,18 @@ class IsolatedPack:
         try:
             return self.worker().route_call(target, *args)
         except BaseException as e:
-            _park_if_exiting()
-            self.stats.errors += 1
-            self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
-            self.stats.last_traceback = getattr(e, "remote_traceback", None)
-            if not self.alive():
-                LEDGER.drop_pack(self.name)
+            self._failed(e)
             raise
+
+    def _failed(self, e: BaseException) -> None:
+        """A call's or a route call's error: counted and kept for the status; a worker that
+        died with it holds nothing any more."""
+        _park_if_exiting()
+        self.stats.errors += 1
+        self.stats.last_error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+        self.stats.last_traceback = getattr(e, "remote_traceback", None)
+        if not self.alive():
+            LEDGER.drop_pack(self.name)
 
     def imported(self) -> bool:
         """Whether a worker runs and has imported the pack (a node, ``warm`` or ``scan`` call

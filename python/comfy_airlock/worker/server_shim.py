@@ -48,7 +48,7 @@ def event_loop() -> asyncio.AbstractEventLoop:
     """The server's event loop (``PromptServer.instance.loop``): the pack's route handlers run
     on it (on the route lane's thread, ADR 0055), and ``asyncio.get_event_loop()`` at a pack's
     import returns it, as natively. Async nodes run on a loop of their own, as upstream's
-    executor runs them apart from the server's (``comfy._run_async``)."""
+    executor runs them apart from the server's (``comfy._await``)."""
     global _LOOP
     if _LOOP is None:
         _LOOP = asyncio.new_event_loop()

@@ -181,17 +181,22 @@ class _Pack:
         error: Exception | None = None,
         start_s: float | None = None,
         answer_s: float = 0.0,
+        busy: int = 0,
     ) -> None:
         self.name = name
         self.reply = reply
         self.error = error
         self.start_s = start_s
         self.answer_s = answer_s  # how long the handler takes
+        self.busy = busy  # calls in flight on the call lane
         self.calls: list = []
         self.left: list[float] = []
 
     def imported(self) -> bool:
         return self.start_s is None
+
+    def alive(self) -> bool:
+        return self.start_s is None or self.busy > 0
 
     def call(self, target: str, *args):
         if self.start_s is not None:
@@ -202,8 +207,8 @@ class _Pack:
             raise self.error
         return self.reply
 
-    def route(self, target: str, *args):  # the route lane: the worker runs, the pack imported
-        assert self.start_s is None, "a request went to a pack that has not imported"
+    def route(self, target: str, *args):  # the route lane: the worker runs
+        assert self.start_s is None or self.busy, "a request went to a pack not importing"
         self.calls.append((target, *args))
         if self.error is not None:
             raise self.error
@@ -301,6 +306,22 @@ def test_starting_workers_do_not_keep_a_running_packs_request_waiting(monkeypatc
     status, pending, started = asyncio.run(both())
     assert status == 200 and pending == len(cold), pending
     assert started == [200] * 5
+
+
+def test_a_request_while_a_call_imports_the_pack_goes_at_once(monkeypatch):
+    """Easy-Use's chooser, the first node of a new worker: its call imports the pack, then
+    waits for the page's pick. A `warm` on the call lane would wait for that node; the request
+    goes on the route lane at once, whose thread waits for the import in the worker, and its
+    expiry counts the import's time too (the connect bound)."""
+    monkeypatch.setattr(host_routes, "timeout", lambda: 1.0)
+    monkeypatch.setattr(host_routes, "CONNECT_TIMEOUT_S", 30.0)
+    pack = _Pack("unit-importing", _SMALL, start_s=60.0, busy=1)
+    t0 = time.monotonic()
+    status, _, body = asyncio.run(_through_host(pack, "POST", "/r"))
+    assert (status, body) == (200, b"up")
+    assert time.monotonic() - t0 < 10
+    assert [c[0] for c in pack.calls] == [host_routes.TARGET]  # no warm on the call lane
+    assert pack.left[0] > 30.0, pack.left
 
 
 def test_a_slow_handler_is_a_504_naming_the_pack(monkeypatch):

@@ -154,7 +154,14 @@ async def _forward(name: str, request: Any) -> Any:
     body = await request.read()
     bound = timeout()
     loop = asyncio.get_running_loop()
-    if not pack.imported():
+    importing = 0.0
+    if not pack.imported() and pack.busy and pack.alive():
+        # A call runs on the call lane (a node, the first of a new worker, imports the pack as
+        # it starts): a `warm` there would wait for it, and it may be waiting for this very
+        # request (a chooser). The worker's route thread waits for that import itself
+        # (`comfy._LOADING`), so the request goes at once, its expiry counting the import too.
+        importing = CONNECT_TIMEOUT_S
+    elif not pack.imported():
         start = bound + CONNECT_TIMEOUT_S
         try:  # the start goes on after a timeout here: the next request finds the worker up
             await asyncio.wait_for(loop.run_in_executor(_STARTS, pack.call, WARM), start)
@@ -174,11 +181,12 @@ async def _forward(name: str, request: Any) -> Any:
         "headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in request.raw_headers],
         "body": _crossing(body),
         # The worker does not start a request the host has given up on.
-        "expires": time.time() + bound,
+        "expires": time.time() + bound + importing,
     }
     try:  # on the route lane: beside a node of the pack that runs, maybe waiting for this
         reply = await asyncio.wait_for(
-            loop.run_in_executor(_POOL, pack.route, TARGET, req), bound + _WORKER_GRACE_S
+            loop.run_in_executor(_POOL, pack.route, TARGET, req),
+            bound + importing + _WORKER_GRACE_S,
         )
     except asyncio.TimeoutError:
         msg = f"pack {name!r} did not answer {where} within {bound:.0f} s ({settings.ENV['route_timeout_s']})"

@@ -583,6 +583,15 @@ def chaos(card, actors: list[WorkerActor], ex: Execution, seconds: float, t0: fl
         )
 
 
+def _reported(fn, errors: list[str], *args) -> None:
+    """Runs ``fn``; an exception it raises is a problem of the run, with its traceback (a
+    chaos thread that died was seen only as "no worker was killed")."""
+    try:
+        fn(*args)
+    except Exception:
+        errors.append(f"{fn.__name__} raised: {traceback.format_exc()}")
+
+
 def sampler(card, stop: threading.Event, out: dict) -> None:
     while not stop.is_set():
         out["peak_overcommitted"] = max(out["peak_overcommitted"], card.overcommitted())
@@ -760,7 +769,11 @@ def main() -> None:
         for a in actors
     ]
     threads.append(
-        threading.Thread(target=chaos, args=(card, workers, ex, seconds, t0, kills), name="chaos")
+        threading.Thread(
+            target=_reported,
+            args=(chaos, errors, card, workers, ex, seconds, t0, kills),
+            name="chaos",
+        )
     )
     for t in threads:
         t.start()

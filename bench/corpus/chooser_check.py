@@ -37,10 +37,11 @@ sys.path.insert(0, str(REPO))
 from tests.comfyui.harness import DEFAULT_COMFYUI_DIR, ComfyUI, make_base_dir  # noqa: E402
 
 
-def _post_form(url: str, body: bytes) -> tuple[int, bytes]:
-    """A form POST as the page's ``fetch`` sends it (the route reads ``request.post()``)."""
+def _post(url: str, body: bytes, content_type: str) -> tuple[int, bytes]:
+    """A POST as the page's ``fetch`` sends it; HTTP errors and a refused connection are
+    answers too."""
     req = urllib.request.Request(url, data=body, method="POST")
-    req.add_header("Content-Type", "application/x-www-form-urlencoded")
+    req.add_header("Content-Type", content_type)
     try:
         with urllib.request.urlopen(req, timeout=150) as r:
             return r.status, r.read()
@@ -48,18 +49,17 @@ def _post_form(url: str, body: bytes) -> tuple[int, bytes]:
         return e.code, e.read()
     except OSError as e:
         return -1, str(e).encode()
+
+
+def _post_form(url: str, fields: dict) -> tuple[int, bytes]:
+    """cg-image-picker's page: a form (its route reads ``request.post()``)."""
+    body = urllib.parse.urlencode(fields).encode()
+    return _post(url, body, "application/x-www-form-urlencoded")
 
 
 def _post_json(url: str, data: dict) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, data=json.dumps(data).encode(), method="POST")
-    req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=150) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-    except OSError as e:
-        return -1, str(e).encode()
+    """Easy-Use's page: JSON (its route reads ``request.json()``)."""
+    return _post(url, json.dumps(data).encode(), "application/json")
 
 
 def _empty(color: int) -> dict:
@@ -85,9 +85,7 @@ KINDS = {
         },
         "early-image-handler",
         "/image_chooser_message",
-        lambda url, node: _post_form(
-            url, urllib.parse.urlencode({"id": node, "message": "1"}).encode()
-        ),
+        lambda url, node: _post_form(url, {"id": node, "message": "1"}),
     ),
     "easy-use": (
         {

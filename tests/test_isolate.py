@@ -311,6 +311,59 @@ def test_a_swallowed_module_comfyui_lacks_too_leaves_the_error_and_its_note(comf
     assert snapshot(comfy) == before
 
 
+# AlekPet's shape (ComfyUI_Custom_Nodes_AlekPet): a group of nodes imported under ``except
+# Exception``, whose package the pack pip-installs natively at its first start, so ComfyUI's
+# environment has it; isolated, the import succeeds without those nodes (ADR 0057).
+WENT_WITHOUT = {
+    "translate.py": "import iniconfig\n\nclass Translate:\n    pass\n",
+    "nodes.py": (
+        "try:\n    from .translate import Translate\nexcept Exception:\n    Translate = None\n"
+        "try:\n    import airlock_optional_xyz  # absent everywhere: not named\n"
+        "except ImportError:\n    pass\n"
+        "try:\n    import pip  # ComfyUI has it; never named\nexcept ImportError:\n    pass\n"
+        + (PLAIN / "nodes.py").read_text()
+    ),
+}
+
+
+def test_a_module_a_successful_import_went_on_without_is_named_not_added(comfy, tmp_path):
+    from importlib.metadata import version
+
+    add_pack(comfy, "went-without", WENT_WITHOUT)
+    r = airlock(comfy, "isolate", "went-without", home=tmp_path / "home")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "1 node(s)" in r.stdout
+    config = comfy / "isolated_nodes" / "went-without" / "airlock.toml"
+    note = (
+        "note: went-without's import went on without iniconfig, which its own code imports and "
+        f"ComfyUI's environment has: iniconfig (iniconfig {version('iniconfig')}). Natively the "
+        "pack has them; if nodes it has natively are missing here, add "
+        f'"iniconfig=={version("iniconfig")}" to `dependencies` in {config} and restart ComfyUI.'
+    )
+    assert note in r.stdout, r.stdout
+    # Named, not added: the import succeeded, and the file is what the pack declares.
+    assert tomllib.loads(config.read_text())["dependencies"] == ["six>=1.16"]
+
+
+def test_what_a_library_probes_is_not_a_packs_own_import(comfy, tmp_path):
+    # A library the pack imports looks for an optional module (transformers probes dozens):
+    # not the pack's own import, so nothing is said, though ComfyUI's environment has it.
+    lib = tmp_path / "lib"
+    (lib / "probing_lib").mkdir(parents=True)
+    (lib / "probing_lib" / "__init__.py").write_text(
+        "import importlib.util\nHAS = importlib.util.find_spec('iniconfig') is not None\n"
+    )
+    files = {
+        "nodes.py": f"import sys\nsys.path.append({str(lib)!r})\nimport probing_lib\n"
+        + (PLAIN / "nodes.py").read_text()
+    }
+    add_pack(comfy, "probes", files)
+    r = airlock(comfy, "isolate", "probes", home=tmp_path / "home")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "1 node(s)" in r.stdout
+    assert "went on without" not in r.stdout
+
+
 GROUP_MEMBER = '''"""A pack that uses its group's other pack, and iniconfig without declaring it."""
 
 import iniconfig  # natively it comes from ComfyUI's environment

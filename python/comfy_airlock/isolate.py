@@ -279,6 +279,12 @@ def _done(
     """What an isolation that succeeded prints: the nodes, what is missing, the restart."""
     for line in _nodes_lines(name, meta, info):
         say(line)
+    went_without = meta.get("went_without") or []
+    providers = {m: undeclared.provider_here(m) for m in went_without}
+    config = airlock_env.config_file(place.isolated_nodes / name)
+    note = undeclared.went_without_note(name, providers, str(config))
+    if note:
+        say(f"note: {note}")
     if install.find_custom_node(place.custom_nodes) is None:
         say("note: comfy-airlock's custom node is not in custom_nodes/: run `airlock install`")
     say(f"Restart ComfyUI: {runs}, out of ComfyUI's.")

@@ -214,6 +214,24 @@ def looked_for_hint(providers: dict[str, Provider | None], config: str) -> str |
     )
 
 
+def went_without_note(pack: str, providers: dict[str, Provider | None], config: str) -> str | None:
+    """What to say of a pack whose import succeeded but went on without the modules
+    ``providers`` names, which its own files imported (each with where ComfyUI's environment
+    has it, or None): only the ones ComfyUI has, which the pack had natively (ADR 0057). None
+    when there are none."""
+    found = {m: p for m, p in providers.items() if p and p.requirement and m not in NEVER_ADDED}
+    if not found:
+        return None
+    have = ", ".join(f"{m} ({p.distribution} {p.version})" for m, p in found.items())
+    pins = ", ".join(f'"{p.requirement}"' for p in found.values())
+    return (
+        f"{pack}'s import went on without {', '.join(found)}, which its own code imports and "
+        f"ComfyUI's environment has: {have}. Natively the pack has them; if nodes it has "
+        f"natively are missing here, add {pins} to `dependencies` in {config} and restart "
+        "ComfyUI."
+    )
+
+
 def looked_for_hint_here(modules: list[str], config: str) -> str | None:
     """:func:`looked_for_hint`, the providers read from this process's environment."""
     return looked_for_hint({m: provider_here(m) for m in modules}, config)

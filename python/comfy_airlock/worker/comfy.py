@@ -194,7 +194,7 @@ def _import_pack() -> None:
         module = _import_folder(name, pack_dir)
         entry = _CONFIG.get("entry")
         if entry:
-            with import_misses.noted():
+            with import_misses.noted(pack_dir):
                 module = importlib.import_module(f"{name}.{entry}")
         _collect(module, pack_dir)
     _COMFY_PATCHED[:] = comfy_patches.replaced(comfy_before)
@@ -219,7 +219,7 @@ def _import_folder(name: str, folder: str) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        with import_misses.noted():
+        with import_misses.noted(folder):
             spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(name, None)
@@ -406,6 +406,7 @@ def scan() -> dict[str, Any]:
         "members": dict(_MEMBERS),
         "extension_web_dirs": web_directory.added(_WEB_DIRS_BEFORE),
         "comfy_patches": list(_COMFY_PATCHED),
+        "went_without": import_misses.went_without(),
     }
 
 

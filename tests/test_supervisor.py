@@ -163,6 +163,32 @@ def test_logs_stdout_and_stderr_reach_host_logging(make_worker, caplog):
     assert ("comfy_airlock.worker.chatty", "[chatty/testpack] log: hi\nsecond line") in lines
 
 
+def test_a_progress_bar_reaches_the_host_as_it_moves_and_closes_whole(make_worker, caplog):
+    # tqdm redraws its line with \r: read as lines, the bar came as one line at its end, cut at
+    # 64 KiB. Now its newest state comes every 2 s while it moves, and its last state whole.
+    w = make_worker(name="bar")
+    states = []
+    with caplog.at_level(logging.INFO, logger="comfy_airlock"):
+        t0 = time.time()  # as a record's ``created``
+        call = threading.Thread(target=w.call, args=("airlock_testpack:progress", 2000, 5.0))
+        call.start()
+        call.join(30)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and not any("2000/2000" in m for _, m in states):
+            states = [
+                (r.created - t0, r.getMessage())
+                for r in caplog.records
+                if "download" in r.getMessage()
+            ]
+            time.sleep(0.05)
+    assert states and "2000/2000" in states[-1][1], states
+    assert all("\r" not in m and len(m) < 200 for _, m in states), states
+    # While it ran (5 s), about one state per 2 s: the first ones before the bar closed.
+    moving = [s for s in states[:-1] if "2000/2000" not in s[1]]
+    assert 2 <= len(moving) <= 4, states
+    assert moving[0][0] < 1.5, states  # the first state came at once, not at the end
+
+
 def test_control_lane_answers_while_a_call_runs(make_worker):
     w = make_worker()
     t = threading.Thread(target=w.call, args=("airlock_testpack:sleep", 1.5))

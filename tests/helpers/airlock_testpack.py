@@ -117,6 +117,16 @@ def chatter(n):
     return n
 
 
+def progress(total, seconds):
+    """A real tqdm bar on stderr, as a model download draws it: ``total`` steps over
+    ``seconds``, each state redrawn with ``\\r``, ``\\n`` only when it closes."""
+    from tqdm import tqdm
+
+    for _ in tqdm(range(total), desc="download", mininterval=0, file=sys.stderr):
+        time.sleep(seconds / total)
+    return total
+
+
 def at(x, i):
     """Element ``i`` of the flattened tensor or array that arrived, as a Python number."""
     flat = x.reshape(-1)

@@ -4,11 +4,21 @@
 //! Output is the worker's to choose, bytes and all: lines are decoded lossily, and a line is
 //! forwarded up to [`MAX_LINE`] bytes, the rest of it dropped (and said so), so a worker that
 //! writes without newlines cannot make the host buffer without bound.
+//!
+//! A progress bar (tqdm's, as a model download or a sampler draws it) redraws one line in
+//! place: `\r` and the new state, many times a second, and `\n` only when it closes. In a
+//! terminal, natively, the user watches it move. Read as lines, a worker's bar came as one line
+//! at its end, cut at [`MAX_LINE`] (the newest states dropped): minutes of silence during a
+//! download, then a heap of states. On stdout and stderr a piece ended by `\r` is a redraw
+//! ([`Redraws`]): the newest is forwarded as a line at most once per [`REDRAW_EVERY`], and the
+//! line that closes the bar always. A piece is judged when the next one arrives (a `\r` may
+//! begin a `\r\n`), so a program that ends its state with `\r` and then works in silence shows
+//! that state late; tqdm begins each state with `\r` and is not delayed.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Which pipe a line came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,36 +42,89 @@ const TAIL_LINES: usize = 20;
 /// Longest line forwarded, in bytes.
 pub const MAX_LINE: usize = 64 << 10;
 
-/// Reads one line into `raw` (at most [`MAX_LINE`] bytes of it); returns how many bytes of a
-/// longer line were skipped, or `None` at the end of the pipe.
-fn read_line(reader: &mut impl BufRead, raw: &mut Vec<u8>) -> std::io::Result<Option<usize>> {
+/// How often a redrawn line (a progress bar) is forwarded at most.
+pub const REDRAW_EVERY: Duration = Duration::from_secs(2);
+
+/// What ended a piece of output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// `\n`, or the end of the pipe.
+    Line,
+    /// `\r`: the line is drawn again from its start.
+    Redraw,
+}
+
+/// Reads one piece into `raw` (at most [`MAX_LINE`] bytes of it, its end byte included),
+/// ended by `\n`, or also by `\r` when `redraws`; returns how it ended and how many bytes of
+/// a longer piece were skipped, or `None` at the end of the pipe.
+fn read_piece(
+    reader: &mut impl BufRead,
+    raw: &mut Vec<u8>,
+    redraws: bool,
+) -> std::io::Result<Option<(End, usize)>> {
+    let is_end = |b: u8| b == b'\n' || (redraws && b == b'\r');
     raw.clear();
-    let n = reader
-        .by_ref()
-        .take(MAX_LINE as u64)
-        .read_until(b'\n', raw)?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if n < MAX_LINE || raw.last() == Some(&b'\n') {
-        return Ok(Some(0));
-    }
     let mut dropped = 0;
     loop {
         let buf = reader.fill_buf()?;
         if buf.is_empty() {
-            break;
+            return Ok((!raw.is_empty() || dropped > 0).then_some((End::Line, dropped)));
         }
-        if let Some(i) = buf.iter().position(|&b| b == b'\n') {
-            dropped += i;
-            reader.consume(i + 1);
-            break;
+        let found = buf.iter().position(|&b| is_end(b));
+        let content = found.unwrap_or(buf.len());
+        let kept = content.min(MAX_LINE.saturating_sub(raw.len()));
+        raw.extend_from_slice(&buf[..kept]);
+        dropped += content - kept;
+        let end = found.map(|i| buf[i]);
+        reader.consume(content + usize::from(end.is_some()));
+        if let Some(b) = end {
+            raw.push(b);
+            let end = if b == b'\r' { End::Redraw } else { End::Line };
+            return Ok(Some((end, dropped)));
         }
-        let l = buf.len();
-        dropped += l;
-        reader.consume(l);
     }
-    Ok(Some(dropped))
+}
+
+/// Turns pieces of output into the lines to forward. A piece ended by `\r` is held: followed by
+/// an empty line it was a `\r\n` line ending; followed by another piece it was a redraw, and the
+/// newest redraw is forwarded once [`REDRAW_EVERY`] has passed since the last; a line ended by
+/// `\n` replaces a held redraw (a bar's last state comes with its `\n`). Pure: the caller
+/// reads and gives the time.
+#[derive(Default)]
+pub(crate) struct Redraws {
+    held: Option<String>,
+    last: Option<Instant>,
+}
+
+impl Redraws {
+    /// The lines to forward after a piece `text` ended by `end`, read at `now`.
+    fn piece(&mut self, text: String, end: End, now: Instant) -> Vec<String> {
+        let mut out = Vec::new();
+        match end {
+            End::Line => match self.held.take() {
+                Some(held) if text.is_empty() => out.push(held), // a `\r\n` ending
+                _ => out.push(text),
+            },
+            End::Redraw => {
+                if let Some(held) = self.held.take() {
+                    let due = self
+                        .last
+                        .is_none_or(|t| now.duration_since(t) >= REDRAW_EVERY);
+                    if due && !held.trim().is_empty() {
+                        self.last = Some(now);
+                        out.push(held);
+                    }
+                }
+                self.held = Some(text);
+            }
+        }
+        out
+    }
+
+    /// What is left when the pipe ends: a held piece, ended by `\r` and nothing after.
+    fn finish(&mut self) -> Option<String> {
+        self.held.take().filter(|h| !h.trim().is_empty())
+    }
 }
 
 /// The last lines of a worker's stderr, for crash reports.
@@ -110,13 +173,10 @@ pub(crate) fn forward(
         .spawn(move || {
             let mut reader = BufReader::new(pipe);
             let mut raw = Vec::new();
-            while let Ok(Some(dropped)) = read_line(&mut reader, &mut raw) {
-                let text = String::from_utf8_lossy(&raw);
-                let mut line = text.trim_end_matches(['\n', '\r']).to_owned();
-                if dropped > 0 {
-                    line.push_str(&format!(" [... {dropped} more bytes of this line dropped]"));
-                }
-                let line = line.as_str();
+            // Records are one per line, whatever their text holds.
+            let redraws = !matches!(kind, Stream::Log { .. });
+            let mut pieces = Redraws::default();
+            let emit = |line: &str| {
                 if let Some(t) = &tail {
                     t.push(line);
                 }
@@ -127,6 +187,19 @@ pub(crate) fn forward(
                     }
                     k => sink.emit(&worker, k, line),
                 }
+            };
+            while let Ok(Some((end, dropped))) = read_piece(&mut reader, &mut raw, redraws) {
+                let text = String::from_utf8_lossy(&raw);
+                let mut line = text.trim_end_matches(['\n', '\r']).to_owned();
+                if dropped > 0 {
+                    line.push_str(&format!(" [... {dropped} more bytes of this line dropped]"));
+                }
+                for line in pieces.piece(line, end, Instant::now()) {
+                    emit(&line);
+                }
+            }
+            if let Some(line) = pieces.finish() {
+                emit(&line);
             }
             if let Some(t) = &tail {
                 t.close();
@@ -166,13 +239,88 @@ mod tests {
         input.extend_from_slice(&[0xff; 10]); // no newline before the end
         let mut r = BufReader::with_capacity(1000, &input[..]);
         let mut raw = Vec::new();
-        assert_eq!(read_line(&mut r, &mut raw).unwrap(), Some(MAX_LINE * 2 + 5));
-        assert_eq!(raw.len(), MAX_LINE);
-        assert_eq!(read_line(&mut r, &mut raw).unwrap(), Some(0));
+        let line = Some((End::Line, 0));
+        assert_eq!(
+            read_piece(&mut r, &mut raw, true).unwrap(),
+            Some((End::Line, MAX_LINE * 2 + 5))
+        );
+        assert_eq!(raw.len(), MAX_LINE + 1);
+        assert_eq!(read_piece(&mut r, &mut raw, true).unwrap(), line);
         assert_eq!(raw, b"next\n");
-        assert_eq!(read_line(&mut r, &mut raw).unwrap(), Some(0));
+        assert_eq!(read_piece(&mut r, &mut raw, true).unwrap(), line);
         assert_eq!(raw, [0xff; 10]);
-        assert_eq!(read_line(&mut r, &mut raw).unwrap(), None);
+        assert_eq!(read_piece(&mut r, &mut raw, true).unwrap(), None);
+    }
+
+    #[test]
+    fn a_return_ends_a_piece_only_where_redraws_are_read() {
+        let input = b"a\rb\r\nc\n";
+        let mut raw = Vec::new();
+        let mut r = BufReader::new(&input[..]);
+        let mut pieces = Vec::new();
+        while let Some((end, _)) = read_piece(&mut r, &mut raw, true).unwrap() {
+            pieces.push((String::from_utf8_lossy(&raw).into_owned(), end));
+        }
+        let want = [
+            ("a\r", End::Redraw),
+            ("b\r", End::Redraw),
+            ("\n", End::Line),
+        ];
+        assert_eq!(pieces[..3], want.map(|(t, e)| (t.to_owned(), e)));
+        assert_eq!(pieces[3], ("c\n".to_owned(), End::Line));
+        let mut r = BufReader::new(&input[..]);
+        assert_eq!(
+            read_piece(&mut r, &mut raw, false).unwrap(),
+            Some((End::Line, 0))
+        );
+        assert_eq!(raw, b"a\rb\r\n");
+    }
+
+    /// The lines `Redraws` forwards for `pieces`, each read `gap` after the one before.
+    fn forwarded(pieces: &[(&str, End)], gap: Duration) -> Vec<String> {
+        let mut r = Redraws::default();
+        let t0 = Instant::now();
+        let mut out = Vec::new();
+        for (i, (text, end)) in pieces.iter().enumerate() {
+            out.extend(r.piece((*text).to_owned(), *end, t0 + gap * i as u32));
+        }
+        out.extend(r.finish());
+        out
+    }
+
+    #[test]
+    fn a_progress_bar_is_forwarded_as_it_moves_and_its_last_state_always() {
+        use End::{Line, Redraw};
+        // tqdm: `\r` before each state, `\n` when it closes.
+        let mut bar = vec![("", Redraw)];
+        let states: Vec<String> = (0..=100).map(|p| format!("{p:3}%|")).collect();
+        bar.extend(states[..100].iter().map(|s| (s.as_str(), Redraw)));
+        bar.push((states[100].as_str(), Line));
+        // A state every 0.1 s: one line per REDRAW_EVERY (2 s), then the closing state.
+        let out = forwarded(&bar, Duration::from_millis(100));
+        assert_eq!(out.first().map(String::as_str), Some("  0%|"));
+        assert_eq!(out.last().map(String::as_str), Some("100%|"));
+        assert_eq!(out.len(), 6, "{out:?}"); // 0%, 20%, 40%, 60%, 80%, then 100%
+        assert!(out.windows(2).all(|w| w[0] < w[1]));
+        // Drawn fast (all within REDRAW_EVERY): the first state and the closing one.
+        let out = forwarded(&bar, Duration::ZERO);
+        assert_eq!(out, ["  0%|", "100%|"]);
+    }
+
+    #[test]
+    fn crlf_lines_plain_lines_and_a_trailing_redraw_are_forwarded_whole() {
+        use End::{Line, Redraw};
+        let out = forwarded(
+            &[
+                ("one", Redraw),
+                ("", Line),
+                ("two", Line),
+                ("", Line),
+                ("last", Redraw),
+            ],
+            Duration::ZERO,
+        );
+        assert_eq!(out, ["one", "two", "", "last"]);
     }
 
     #[test]

@@ -129,11 +129,12 @@ def exit_mid_call(code, after, words):
 
 def garbage(seed, nbytes, fd=1, newlines=True):
     """Writes ``nbytes`` of raw random bytes to ``fd`` (invalid UTF-8, NULs, escapes),
-    bypassing Python's text layer; without ``newlines`` it is one endless line."""
+    bypassing Python's text layer; without ``newlines`` it is one endless line (no ``\\n``, and
+    no ``\\r``, which ends a redrawn piece of it too)."""
     rng = random.Random(seed)
     data = bytes(rng.getrandbits(8) for _ in range(min(nbytes, 4096)))
     if not newlines:
-        data = data.replace(b"\n", b"x")
+        data = data.replace(b"\n", b"x").replace(b"\r", b"x")
     data = (data * (nbytes // len(data) + 1))[:nbytes] if data else b""
     view = memoryview(data)
     while view:

@@ -364,6 +364,25 @@ def test_what_a_library_probes_is_not_a_packs_own_import(comfy, tmp_path):
     assert "went on without" not in r.stdout
 
 
+# ComfyUI-SaveImageWithMetaData's shape: while it is imported, the pack imports its own files
+# by their absolute name under ``custom_nodes`` (natively ComfyUI's folder is on sys.path).
+SELF_BY_PATH = {
+    "rules.py": "RULES = {'sampler': 'seed'}\n",
+    "nodes.py": (
+        "import importlib\n"
+        "rules = importlib.import_module('custom_nodes.Self-By-Path.rules')\n"
+        "assert rules.RULES == {'sampler': 'seed'}\n" + (PLAIN / "nodes.py").read_text()
+    ),
+}
+
+
+def test_a_pack_that_imports_itself_under_custom_nodes_loads_isolated(comfy, tmp_path):
+    add_pack(comfy, "Self-By-Path", SELF_BY_PATH)
+    r = airlock(comfy, "isolate", "Self-By-Path", home=tmp_path / "home")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "1 node(s)" in r.stdout
+
+
 GROUP_MEMBER = '''"""A pack that uses its group's other pack, and iniconfig without declaring it."""
 
 import iniconfig  # natively it comes from ComfyUI's environment

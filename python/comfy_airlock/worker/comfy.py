@@ -36,6 +36,7 @@ from comfy_airlock.node_surface import (
 from comfy_airlock.worker import (
     aimdo,
     comfy_patches,
+    custom_nodes_name,
     describe,
     host_nodes,
     import_misses,
@@ -212,17 +213,21 @@ def _import_folder(name: str, folder: str) -> types.ModuleType:
         module = types.ModuleType(name)
         module.__path__ = [folder]  # type: ignore[attr-defined]
         sys.modules[name] = module
+        custom_nodes_name.register(os.path.basename(os.path.normpath(folder)), module)
         return module
     spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[folder])
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load the pack at {folder}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    folder_name = os.path.basename(os.path.normpath(folder))
+    custom_nodes_name.register(folder_name, module)
     try:
         with import_misses.noted(folder):
             spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(name, None)
+        custom_nodes_name.unregister(folder_name)
         raise
     return module
 

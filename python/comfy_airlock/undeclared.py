@@ -191,12 +191,18 @@ def hint_here(module: str, config: str) -> str:
     return hint(module, provider_here(module), config)
 
 
+def _addable(providers: dict[str, Provider | None]) -> dict[str, Provider]:
+    """The modules of ``providers`` that ComfyUI's environment has from an installed
+    distribution, so a requirement can name them (never pip)."""
+    return {m: p for m, p in providers.items() if p and p.requirement and m not in NEVER_ADDED}
+
+
 def looked_for_hint(providers: dict[str, Provider | None], config: str) -> str | None:
     """What to do about a pack whose failed import looked for the modules ``providers`` names
     (each with where ComfyUI's environment has it, or None): the ones ComfyUI has, at its
     versions, are what the pack would have found natively; else the ones ComfyUI lacks too.
     None when there are neither."""
-    found = {m: p for m, p in providers.items() if p and p.requirement and m not in NEVER_ADDED}
+    found = _addable(providers)
     if not found:
         lacking = [m for m, p in providers.items() if p is None]
         if not lacking:
@@ -219,7 +225,7 @@ def went_without_note(pack: str, providers: dict[str, Provider | None], config: 
     ``providers`` names, which its own files imported (each with where ComfyUI's environment
     has it, or None): only the ones ComfyUI has, which the pack had natively (ADR 0057). None
     when there are none."""
-    found = {m: p for m, p in providers.items() if p and p.requirement and m not in NEVER_ADDED}
+    found = _addable(providers)
     if not found:
         return None
     have = ", ".join(f"{m} ({p.distribution} {p.version})" for m, p in found.items())

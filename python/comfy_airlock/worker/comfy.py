@@ -209,18 +209,18 @@ def _import_folder(name: str, folder: str) -> types.ModuleType:
     """The package in ``folder`` imported as ``name``, as ComfyUI's ``load_custom_node`` does
     (a folder without ``__init__.py``, an opt-in pack's, is a bare package)."""
     init = os.path.join(folder, "__init__.py")
+    folder_name = os.path.basename(os.path.normpath(folder))
     if not os.path.isfile(init):
         module = types.ModuleType(name)
         module.__path__ = [folder]  # type: ignore[attr-defined]
         sys.modules[name] = module
-        custom_nodes_name.register(os.path.basename(os.path.normpath(folder)), module)
+        custom_nodes_name.register(folder_name, module)
         return module
     spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[folder])
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load the pack at {folder}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    folder_name = os.path.basename(os.path.normpath(folder))
     custom_nodes_name.register(folder_name, module)
     try:
         with import_misses.noted(folder):

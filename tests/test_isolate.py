@@ -474,3 +474,45 @@ def test_a_group_refuses_a_member_with_its_own_config(comfy, tmp_path):
     r2 = airlock(comfy, "isolate", "pack-a", "pack-b", home=tmp_path / "home")
     assert r2.returncode == 2 and "with --group NAME" in r2.stderr
     assert snapshot(comfy) == before
+
+
+def test_a_pack_updated_since_isolate_gets_its_airlock_toml_and_env_again(comfy, tmp_path):
+    """ADR 0059: the user updates an isolated pack (``git pull`` in its folder) and its
+    requirements change; at the next start (``isolated_toml.refresh``, which ComfyUI's loader
+    runs before the environment) the airlock.toml isolate wrote follows them, the environment
+    is built again with the new package, and --undo still knows the file as isolate's own."""
+    from comfy_airlock import env as airlock_env
+    from comfy_airlock import isolated_toml
+    from comfy_airlock.cli import bundled_uv
+
+    add_pack(comfy, "updated")
+    before = snapshot(comfy)
+    home = tmp_path / "home"
+    r = airlock(comfy, "isolate", "updated", home=home)
+    assert r.returncode == 0, r.stderr + r.stdout
+    pack = comfy / "isolated_nodes" / "updated"
+    assert isolated_toml.refresh(pack, "updated") == []  # nothing changed: nothing said
+
+    original = (pack / "requirements.txt").read_text()
+    (pack / "requirements.txt").write_text("six>=1.16\nidna\n")  # the update
+    notices = isolated_toml.refresh(pack, "updated")
+    assert len(notices) == 1 and "(now also idna)" in notices[0], notices
+    assert "written again" in notices[0] and str(pack / "airlock.toml") in notices[0]
+    assert tomllib.loads((pack / "airlock.toml").read_text())["dependencies"] == [
+        "six>=1.16",
+        "idna",
+    ]
+    assert isolated_toml.refresh(pack, "updated") == []  # said once
+    info = airlock_env.ensure_env(
+        pack, comfyui_dir=comfy, home=home, uv=bundled_uv(), host_python=sys.executable
+    )
+    assert info["built"], info
+    subprocess.run([info["python"], "-c", "import idna"], check=True)
+
+    (pack / "requirements.txt").write_text(original)  # updated back: idna goes again
+    notices = isolated_toml.refresh(pack, "updated")
+    assert len(notices) == 1 and "(no longer idna)" in notices[0], notices
+    r = airlock(comfy, "isolate", "--undo", "updated", home=home)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "removed the airlock.toml" in r.stdout
+    assert snapshot(comfy) == before

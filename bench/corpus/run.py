@@ -85,14 +85,13 @@ def isolate_as_user(pack: Path, base: Path, comfyui: Path, env: dict[str, str]) 
 
 
 def _write_config(dst: Path) -> str:
-    from comfy_airlock import isolate, pack_requirements
+    from comfy_airlock import isolated_toml, pack_requirements
 
     try:
         needs = pack_requirements.read_pack_needs(dst)
     except pack_requirements.RequirementsError as e:
         return f"requirements not readable ({e}): no airlock.toml written"
-    header = isolate.HEADER.format(sources=" and ".join(needs.sources), name=dst.name)
-    (dst / "airlock.toml").write_text(pack_requirements.airlock_toml(needs, header))
+    isolated_toml.write_toml(dst, dst.name, needs, {})
     return "airlock.toml written as isolate writes it"
 
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import hashlib
 import json
 import shutil
 import sys
@@ -25,26 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import env as airlock_env
-from comfy_airlock import install, pack_requirements, places, undeclared
+from comfy_airlock import install, isolated_toml, pack_requirements, places, undeclared
+from comfy_airlock.isolated_toml import AIRLOCK_TOML, MARKER
 
-MARKER = ".airlock-isolate.json"
-AIRLOCK_TOML = "airlock.toml"
 CONFIGS = ("airlock.toml", "comfy-env.toml", "nodes/comfy-env.toml")
 # Undeclared imports added to the airlock.toml isolate wrote, at most, before it gives up (each
 # costs a build and a scan; real packs were seen missing one or two).
 MAX_ADDED = 8
-HEADER = (
-    "Written by `airlock isolate` from {sources}.\n"
-    "Edit it freely (docs/user-guide.md, section 4); `airlock isolate --undo {name}` removes it."
-)
 
 
 class IsolateError(RuntimeError):
     """Why a pack could not be isolated or given back (the message names the pack)."""
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _existing(path: Path) -> bool:
@@ -96,37 +85,12 @@ def _write_config(src: Path, name: str) -> tuple[pack_requirements.PackNeeds | N
         needs = pack_requirements.read_pack_needs(src)
     except pack_requirements.RequirementsError as e:
         raise IsolateError(f"{name}: {e}") from e
-    _write_toml(src, name, needs, {})
+    isolated_toml.write_toml(src, name, needs, {})
     deps = ", ".join(needs.dependencies) or "none"
-    sources = _sources(needs)
+    sources = isolated_toml.sources(needs)
     lines = [f"{name}: wrote {AIRLOCK_TOML} from {sources}: dependencies: {deps}"]
     lines += [f"{name}: note: {n}" for n in needs.notes]
     return needs, lines
-
-
-def _sources(needs: pack_requirements.PackNeeds) -> str:
-    return " and ".join(needs.sources) or "nothing (the pack lists no requirements)"
-
-
-def _write_toml(
-    pack: Path, name: str, needs: pack_requirements.PackNeeds, added: dict[str, str]
-) -> str:
-    """Writes ``airlock.toml`` asking for ``needs`` and, for each undeclared import, the
-    requirement ``added`` for it (module -> requirement; the header says why each is there);
-    returns its sha256."""
-    header = HEADER.format(sources=_sources(needs), name=name)
-    if added:
-        header += (
-            "\nAlso added by `airlock isolate`: packages the pack imports without declaring "
-            "them, at the\nversion ComfyUI's environment has (natively the pack imports them "
-            "from there):\n"
-        ) + "\n".join(f"  {req} (imported as {module})" for module, req in added.items())
-    asked = dataclasses.replace(needs, dependencies=[*needs.dependencies])
-    for requirement in added.values():
-        asked.add(requirement)
-    path = pack / AIRLOCK_TOML
-    path.write_text(pack_requirements.airlock_toml(asked, header), encoding="utf-8")
-    return _sha(path)
 
 
 def _move(src: Path, dst: Path) -> None:
@@ -189,7 +153,7 @@ def isolate(place: places.Place, name: str, say: Callable[[str], None] = _say) -
             place.isolated_nodes.mkdir()
             undo.steps.append(place.isolated_nodes.rmdir)
         needs, lines = _write_config(src, name)
-        written = _sha(src / AIRLOCK_TOML) if needs is not None else None
+        written = isolated_toml.sha(src / AIRLOCK_TOML) if needs is not None else None
         if written:
             undo.steps.append((src / AIRLOCK_TOML).unlink)
         for line in lines:
@@ -198,8 +162,8 @@ def isolate(place: places.Place, name: str, say: Callable[[str], None] = _say) -
             airlock_env.pack_config(src)
         except airlock_env.ConfigError as e:
             raise IsolateError(str(e)) from e
-        marker = {"airlock_toml_sha256": written, "made_isolated_nodes": made_folder}
-        (src / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+        marker = {"airlock_toml_sha256": written, "made_isolated_nodes": made_folder, "added": {}}
+        isolated_toml.write_marker(src, marker)
         undo.steps.append((src / MARKER).unlink)
         _move(src, dst)
         undo.steps.append(lambda: _move(dst, src))
@@ -246,19 +210,21 @@ def isolate_group(
             _move(src, dst / n)
             undo.steps.append(lambda src=src, moved=dst / n: _move(moved, src))
             say(f"{n}: moved to {dst / n}")
-        written = _write_toml(dst, group, needs, {})
+        written = isolated_toml.write_toml(dst, group, needs, {})
         undo.steps.append((dst / AIRLOCK_TOML).unlink)
         deps = ", ".join(needs.dependencies) or "none"
-        say(f"{group}: wrote {AIRLOCK_TOML} from {_sources(needs)}: dependencies: {deps}")
+        say(
+            f"{group}: wrote {AIRLOCK_TOML} from {isolated_toml.sources(needs)}: dependencies: {deps}"
+        )
         for note in needs.notes:
             say(f"{group}: note: {note}")
         try:
             airlock_env.pack_config(dst)
         except airlock_env.ConfigError as e:
             raise IsolateError(str(e)) from e
-        marker = {"airlock_toml_sha256": written, "made_isolated_nodes": made_folder}
+        marker = {"airlock_toml_sha256": written, "made_isolated_nodes": made_folder, "added": {}}
         marker["group"] = names
-        (dst / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+        isolated_toml.write_marker(dst, marker)
         undo.steps.append((dst / MARKER).unlink)
         info, meta = _build_and_scan(group, dst, dst, place, needs, marker, say)
     except BaseException:
@@ -291,32 +257,10 @@ def _done(
 
 
 def _group_needs(names: list[str], srcs: list[Path]) -> pack_requirements.PackNeeds:
-    """Every member's needs in member order, as ComfyUI-Manager installs each pack's into one
-    environment natively; a relative find-links folder made relative to the group's folder."""
-    group = pack_requirements.PackNeeds(packs=list(names))
-    for n, src in zip(names, srcs, strict=True):
-        try:
-            needs = pack_requirements.read_pack_needs(src)
-        except pack_requirements.RequirementsError as e:
-            raise IsolateError(f"{n}: {e}") from e
-        for dep in needs.dependencies:
-            group.add(dep)
-        if needs.index_url and group.index_url not in (None, needs.index_url):
-            raise IsolateError(
-                f"{n}: its index URL {needs.index_url} is not the group's {group.index_url}: "
-                "one environment has one index; make the group by hand"
-            )
-        group.index_url = group.index_url or needs.index_url
-        group.extra_index_urls += [
-            u for u in needs.extra_index_urls if u not in group.extra_index_urls
-        ]
-        for link in needs.find_links:
-            link = link if "://" in link or Path(link).is_absolute() else f"{n}/{link}"
-            if link not in group.find_links:
-                group.find_links.append(link)
-        group.sources += [f"{n}/{source}" for source in needs.sources]
-        group.notes += [f"{n}: {note}" for note in needs.notes]
-    return group
+    try:
+        return isolated_toml.group_needs(names, srcs)
+    except isolated_toml.GroupNeedsError as e:
+        raise IsolateError(str(e)) from e
 
 
 class MemberFailed(Exception):
@@ -441,8 +385,9 @@ def _record(
     """Rewrites isolate's ``airlock.toml`` with ``added``, and the marker with its new hash, so
     that ``--undo`` still knows the file as isolate's own."""
     assert needs is not None
-    marker["airlock_toml_sha256"] = _write_toml(dst, name, needs, added)
-    (dst / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+    marker["airlock_toml_sha256"] = isolated_toml.write_toml(dst, name, needs, added)
+    marker["added"] = added
+    isolated_toml.write_marker(dst, marker)
 
 
 def _build(name: str, dst: Path, place: places.Place, say: Callable[[str], None]) -> Any:
@@ -491,7 +436,7 @@ def undo_isolate(place: places.Place, name: str, say: Callable[[str], None] = _s
     wrote = marker.get("airlock_toml_sha256")
     toml = dst / AIRLOCK_TOML
     if wrote and toml.is_file():
-        if _sha(toml) == wrote:
+        if isolated_toml.sha(toml) == wrote:
             toml.unlink()
             say(f"{name}: removed the {AIRLOCK_TOML} `airlock isolate` wrote")
         else:
@@ -520,7 +465,7 @@ def _undo_group(
             raise IsolateError(f"{name}: its pack {m} is not in {src} any more")
     toml = src / AIRLOCK_TOML
     wrote = marker.get("airlock_toml_sha256")
-    edited = toml.is_file() and wrote is not None and _sha(toml) != wrote
+    edited = toml.is_file() and wrote is not None and isolated_toml.sha(toml) != wrote
     for m in members:
         _move(src / m, place.custom_nodes / m)
         say(f"{m}: moved back to {place.custom_nodes / m}")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from comfy_airlock import env as _env
-from comfy_airlock import settings, undeclared
+from comfy_airlock import isolated_toml, settings, undeclared
 from comfy_airlock.compat import root_config
 from comfy_airlock.host import (
     comfy_state,
@@ -82,6 +82,17 @@ def _scan_failed(name: str, dir_: str, failure: dict[str, Any], cached: str | No
     return _fail(name, dir_, reason, "import", traceback=failure.get("traceback"))
 
 
+def _refresh_isolated_toml(pack_dir: str, name: str) -> None:
+    """The airlock.toml ``airlock isolate`` wrote, made again from the pack's requirements when
+    the pack was updated since (ADR 0059); what changed is logged."""
+    try:
+        notices = isolated_toml.refresh(Path(pack_dir), name)
+    except (OSError, ValueError) as e:  # an unreadable record or file: used as they are
+        notices = [f"its airlock.toml could not be compared with its requirements: {e}"]
+    for notice in notices:
+        log.warning("[comfy-airlock] pack %r: %s", name, notice)
+
+
 def load_pack(pack_dir: str, name: str | None = None, config: str | None = None) -> Mappings:
     """Sets up one pack: its environment (built when missing, unless ``auto_build`` is off),
     its node metadata (from the scan cache, else a scan in its worker), and its proxies.
@@ -89,6 +100,8 @@ def load_pack(pack_dir: str, name: str | None = None, config: str | None = None)
     pack_dir = os.path.abspath(pack_dir)
     name = name or os.path.basename(pack_dir.rstrip("/"))
     comfyui = comfy_state.comfyui_dir()
+    if config is None:
+        _refresh_isolated_toml(pack_dir, name)
     try:
         info = _env.ensure_env(
             pack_dir,

@@ -124,8 +124,10 @@ def load_pack(pack_dir: str, name: str | None = None, config: str | None = None)
     meta = _read_nodes(pack, comfyui)
     if meta is None:
         return {}, {}
+    retry = meta.get("retry") or ()
     for node_id, why in (meta.get("skipped") or {}).items():
-        log.error("[comfy-airlock] pack %r: node %r skipped: %s", name, node_id, why)
+        again = " (asked again at ComfyUI's next start)" if node_id in retry else ""
+        log.error("[comfy-airlock] pack %r: node %r skipped: %s%s", name, node_id, why, again)
     for member, m in (meta.get("members") or {}).items():
         failure = m.get("failed")
         if failure:
@@ -192,7 +194,10 @@ def _read_nodes(pack: IsolatedPack, comfyui: str | None) -> dict[str, Any] | Non
         where = str(scan_cache.path(cache_dir, key))
         _scan_failed(pack.name, pack.dir, meta["failed"], where)
         return None
-    if meta is None or "failed" in meta:
+    # A scan that skipped nodes because their INPUT_TYPES (or schema) raised is read again
+    # at each start, as natively ComfyUI asks again at each /object_info; kept in the cache
+    # meanwhile for `airlock doctor`.
+    if meta is None or "failed" in meta or meta.get("retry"):
         try:
             meta = pack.scan()
         except Exception as e:

@@ -391,11 +391,14 @@ def scan() -> dict[str, Any]:
     models.publish()
     nodes: dict[str, Any] = {}
     skipped: dict[str, str] = {}
+    retry: list[str] = []  # skipped because the pack's code raised: asked again next start
     for node_id, cls in _NODES.items():
         try:
             meta = describe.describe(node_id, cls, node_id in _V3)
         except describe.OddNode as e:
             skipped[node_id] = str(e)
+            if e.raised:
+                retry.append(node_id)
             continue
         meta["display_name"] = _DISPLAY.get(node_id)
         if node_id in _MEMBER_OF:
@@ -404,6 +407,7 @@ def scan() -> dict[str, Any]:
     return {
         "nodes": nodes,
         "skipped": skipped,
+        "retry": retry,
         "folders": _added_folders(),
         "routes": _routes.describe(),
         "on_prompt": len(server_shim.PromptServer.instance.on_prompt_handlers),

@@ -28,7 +28,14 @@ METHODS = {
 
 
 class OddNode(Exception):
-    """A node ComfyUI could not describe either; the message says why."""
+    """A node ComfyUI could not describe either; the message says why. ``raised``: the pack's
+    own code raised while describing it (``INPUT_TYPES``, a schema): natively ComfyUI asks
+    again at every ``/object_info``, so an answer may come later (a folder made, a network
+    back); otherwise the node's shape itself is wrong and stays so."""
+
+    def __init__(self, message: str, *, raised: bool = False) -> None:
+        super().__init__(message)
+        self.raised = raised
 
 
 def _argspec(fn: Any) -> dict[str, Any]:
@@ -69,7 +76,7 @@ def _v1(node_id: str, cls: type) -> dict[str, Any]:
     try:
         inputs = cls.INPUT_TYPES()
     except Exception as e:
-        raise OddNode(f"its INPUT_TYPES raised {type(e).__name__}: {e}") from e
+        raise OddNode(f"its INPUT_TYPES raised {type(e).__name__}: {e}", raised=True) from e
     if not isinstance(inputs, dict) or not all(isinstance(v, dict) for v in inputs.values()):
         raise OddNode(f"its INPUT_TYPES gave a {type(inputs).__name__}, not a dict of dicts")
     if not hasattr(cls, "RETURN_TYPES"):
@@ -88,7 +95,7 @@ def _v3(node_id: str, cls: type) -> dict[str, Any]:
     try:
         info = cls.GET_NODE_INFO_V1()
     except Exception as e:
-        raise OddNode(f"its schema raised {type(e).__name__}: {e}") from e
+        raise OddNode(f"its schema raised {type(e).__name__}: {e}", raised=True) from e
     methods = {}
     for v1_name, v3_name in METHODS.items():
         fn = first_real_override(cls, v3_name)
@@ -117,4 +124,4 @@ def describe(node_id: str, cls: Any, v3: bool) -> dict[str, Any]:
     except OddNode:
         raise
     except Exception as e:  # an attribute that raises when read, say: this node only
-        raise OddNode(f"describing it raised {type(e).__name__}: {e}") from e
+        raise OddNode(f"describing it raised {type(e).__name__}: {e}", raised=True) from e

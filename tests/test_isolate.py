@@ -516,3 +516,43 @@ def test_a_pack_updated_since_isolate_gets_its_airlock_toml_and_env_again(comfy,
     assert r.returncode == 0, r.stderr + r.stdout
     assert "removed the airlock.toml" in r.stdout
     assert snapshot(comfy) == before
+
+
+def test_a_pack_placed_by_hand_is_named_what_its_import_went_without_at_the_start(
+    comfy, tmp_path, monkeypatch, caplog
+):
+    """ADR 0057 at ComfyUI's start: a pack put in isolated_nodes/ by hand (never through
+    isolate) is read by the loader in a real worker of its real environment, and the start that
+    read it says what the import went on without; the next start, from the cached scan, says
+    nothing."""
+    import logging
+
+    from comfy_airlock import env as airlock_env
+    from comfy_airlock import settings
+    from comfy_airlock.cli import bundled_uv
+    from comfy_airlock.host import loader
+    from comfy_airlock.host.pack import IsolatedPack
+
+    pack = comfy / "isolated_nodes" / "by-hand"
+    shutil.copytree(add_pack(comfy, "by-hand", WENT_WITHOUT), pack)
+    (pack / "airlock.toml").write_text("")  # its requirements.txt, as the user guide says
+    home = tmp_path / "home"
+    monkeypatch.setenv("AIRLOCK_HOME", str(home))
+    monkeypatch.setattr(settings, "_SETTINGS", [])
+    info = airlock_env.ensure_env(
+        pack, comfyui_dir=comfy, home=home, uv=bundled_uv(), host_python=sys.executable
+    )
+
+    def start() -> list[str]:
+        caplog.clear()
+        p = IsolatedPack.from_env("by-hand", str(pack), info)
+        try:
+            with caplog.at_level(logging.WARNING, logger="comfy_airlock"):
+                assert "PlainWhere" in loader._read_nodes(p, None)["nodes"]
+        finally:
+            p.close()
+        return [r.getMessage() for r in caplog.records]
+
+    [said] = start()
+    assert "by-hand's import went on without iniconfig, which its own code imports" in said
+    assert start() == []  # cached

@@ -211,7 +211,21 @@ def _read_nodes(pack: IsolatedPack, comfyui: str | None) -> dict[str, Any] | Non
             _scan_failed(pack.name, pack.dir, failure, None)
             return None
         scan_cache.store(cache_dir, key, meta)
+        _note_went_without(pack, meta)
     return meta
+
+
+def _note_went_without(pack: IsolatedPack, meta: dict[str, Any]) -> None:
+    """What a fresh scan's import went on without, which its own files import and ComfyUI's
+    environment has (ADR 0057): said at the start that read the pack, as ``airlock isolate``
+    says it, for a pack placed by hand or updated since (its cached starts say nothing)."""
+    modules = meta.get("went_without") or []
+    if not modules:
+        return
+    providers = {m: undeclared.provider_here(m) for m in modules}
+    note = undeclared.went_without_note(pack.name, providers, _env.config_file(pack.dir))
+    if note:
+        log.warning("[comfy-airlock] %s", note)
 
 
 def load_isolated_packs(base_dir: str | None = None) -> Mappings:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import types
 
 from comfy_airlock.worker import comfy_patches
 
@@ -42,3 +43,33 @@ def test_replaced_functions_are_named_and_state_is_not(tmp_path, monkeypatch):
     finally:
         sys.modules.pop("airlock_fake_samplers", None)
         sys.modules.pop("airlock_fake_pack_mod", None)
+
+
+def test_what_a_pack_adds_to_comfyuis_choice_lists_is_named(monkeypatch):
+    """RES4LYF's shape on a stand-in ``comfy.samplers``: a scheduler appended to
+    ``SCHEDULER_NAMES`` (also ``KSampler.SCHEDULERS``) and put in ``SCHEDULER_HANDLERS``, a
+    sampler in ``KSampler.SAMPLERS``; one name per kind, in order."""
+    samplers = types.ModuleType("comfy.samplers")
+    samplers.KSAMPLER_NAMES = ["euler"]
+    samplers.SAMPLER_NAMES = [*samplers.KSAMPLER_NAMES, "ddim"]
+    samplers.SCHEDULER_HANDLERS = {"normal": object(), "beta": object()}
+    samplers.SCHEDULER_NAMES = list(samplers.SCHEDULER_HANDLERS)
+    samplers.KSampler = type(
+        "KSampler", (), {"SAMPLERS": samplers.SAMPLER_NAMES, "SCHEDULERS": samplers.SCHEDULER_NAMES}
+    )
+    monkeypatch.setitem(sys.modules, "comfy.samplers", samplers)
+    before = comfy_patches.choices()
+    assert before == {"samplers": ["euler", "ddim"], "schedulers": ["normal", "beta"]}
+    assert comfy_patches.choices_added(before) == {}
+    samplers.SCHEDULER_HANDLERS["beta57"] = object()
+    samplers.SCHEDULER_NAMES.append("beta57")
+    samplers.KSampler.SAMPLERS.insert(1, "res_2m")
+    assert comfy_patches.choices_added(before) == {
+        "samplers": ["res_2m"],
+        "schedulers": ["beta57"],
+    }
+
+
+def test_no_comfyui_here_means_no_choices(monkeypatch):
+    monkeypatch.delitem(sys.modules, "comfy.samplers", raising=False)
+    assert comfy_patches.choices() == {} and comfy_patches.choices_added({}) == {}

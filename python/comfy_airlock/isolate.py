@@ -136,10 +136,12 @@ def _nodes_lines(name: str, meta: dict[str, Any], info: Any) -> list[str]:
     for node_id, m in sorted(nodes.items()):
         shown = m.get("display_name")
         lines.append(f"  {node_id}" + (f" ({shown})" if shown and shown != node_id else ""))
-    if meta.get("comfy_patches"):
-        from comfy_airlock.host.scan_cache import patches_note
+    from comfy_airlock.host.scan_cache import choices_note, patches_note
 
+    if meta.get("comfy_patches"):
         lines.append(f"note: {patches_note(name, meta['comfy_patches'])}")
+    if meta.get("comfy_choices"):
+        lines.append(f"note: {choices_note(name, meta['comfy_choices'])}")
     return lines
 
 

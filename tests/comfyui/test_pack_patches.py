@@ -27,6 +27,15 @@ def test_functions_a_pack_replaces_at_import_are_named(start_comfyui, tmp_path):
         "worker only"
     )
     assert want in log, log[-3000:]
+    # RES4LYF's shape: a scheduler added to ComfyUI's lists, named; ComfyUI's own KSampler
+    # does not offer it isolated (natively it would).
+    added = (
+        "pack 'patching-pack' adds the schedulers airlock_beta57 to ComfyUI's own lists when "
+        "it is imported; isolated, it does so in its own worker only"
+    )
+    assert added in log, log[-3000:]
+    schedulers = ui.object_info("KSampler")["KSampler"]["input"]["required"]["scheduler"][0]
+    assert "beta" in schedulers and "airlock_beta57" not in schedulers
     prompt = {"1": {"class_type": "PatchingPackEcho", "inputs": {"text": "x"}}}
     prompt["2"] = {"class_type": "PreviewAny", "inputs": {"source": ["1", 0]}}
     assert ui.run(prompt)["status"]["status_str"] == "success"

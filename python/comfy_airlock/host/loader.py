@@ -168,6 +168,8 @@ def load_pack(pack_dir: str, name: str | None = None, config: str | None = None)
     patched = meta.get("comfy_patches") or []
     if patched:
         log.warning("[comfy-airlock] %s", scan_cache.patches_note(name, patched))
+    if meta.get("comfy_choices"):
+        log.warning("[comfy-airlock] %s", scan_cache.choices_note(name, meta["comfy_choices"]))
     members = meta.get("members") or {}
     loaded = [os.path.join(pack_dir, m) for m, v in members.items() if not v.get("failed")]
     for folder in loaded or [pack_dir]:

@@ -67,6 +67,18 @@ def describe(failure: dict[str, Any]) -> str:
     return f"{head}\n{tb}" if tb else head
 
 
+def choices_note(name: str, added: dict[str, list[str]]) -> str:
+    """What a user must know about a pack that added to ComfyUI's own choice lists at import
+    (``comfy_choices``: KSampler's samplers and schedulers): isolated, in its worker only."""
+    what = " and ".join(f"the {kind} {', '.join(items)}" for kind, items in sorted(added.items()))
+    return (
+        f"pack {name!r} adds {what} to ComfyUI's own lists when it is imported; isolated, it "
+        "does so in its own worker only: its own nodes offer them, ComfyUI's KSampler and "
+        "sampling nodes do not, and a workflow that picks one there fails validation. Run it "
+        "from custom_nodes/ if your workflows need that."
+    )
+
+
 def patches_note(name: str, patched: list[str]) -> str:
     """What a user must know about a pack that replaced ComfyUI's functions at import (ADR
     0053): it did so in its worker only."""

@@ -68,6 +68,8 @@ _LOADING = threading.RLock()
 _WEB_DIRS_BEFORE: dict[str, str] = {}
 # ComfyUI's functions the pack's import replaced in this worker (ADR 0053).
 _COMFY_PATCHED: list[str] = []
+# What the pack's import added to ComfyUI's own choice lists, by kind (comfy_patches.CHOICES).
+_COMFY_CHOICES: dict[str, list[str]] = {}
 # A group's packs (ADR 0054), in import order: each one's WEB_DIRECTORY, or its failure.
 _MEMBERS: dict[str, dict[str, Any]] = {}
 _MEMBER_OF: dict[str, str] = {}  # a group's node id: the member that defines it
@@ -188,6 +190,7 @@ def _import_pack() -> None:
     _prepare([os.path.join(pack_dir, m) for m in members] or [pack_dir])
     _WEB_DIRS_BEFORE = web_directory.extension_dirs()
     comfy_before = comfy_patches.snapshot(_CONFIG.get("comfyui_dir"))
+    choices_before = comfy_patches.choices()
     if members:
         module = _load_members(pack_dir, members)
     else:
@@ -199,6 +202,8 @@ def _import_pack() -> None:
                 module = importlib.import_module(f"{name}.{entry}")
         _collect(module, pack_dir)
     _COMFY_PATCHED[:] = comfy_patches.replaced(comfy_before)
+    _COMFY_CHOICES.clear()
+    _COMFY_CHOICES.update(comfy_patches.choices_added(choices_before))
     _PACK = module
     if "comfy.utils" in sys.modules:
         sys.modules["comfy.utils"].set_progress_bar_global_hook(_progress_hook)
@@ -415,6 +420,7 @@ def scan() -> dict[str, Any]:
         "members": dict(_MEMBERS),
         "extension_web_dirs": web_directory.added(_WEB_DIRS_BEFORE),
         "comfy_patches": list(_COMFY_PATCHED),
+        "comfy_choices": dict(_COMFY_CHOICES),
         "went_without": import_misses.went_without(),
     }
 

@@ -13,6 +13,12 @@ classes they define) is held; after it, the ones that are no longer the same obj
 replacements. Module state that is not callable (flags, lists, dicts a pack fills through
 ComfyUI's API, such as ``folder_paths`` or ``NODE_CLASS_MAPPINGS``) is not compared: filling
 it is how packs use ComfyUI, not a patch.
+
+One kind of state is the exception: the choice lists ComfyUI's own nodes offer
+(:data:`CHOICES`, KSampler's samplers and schedulers). RES4LYF appends its schedulers
+(``beta57``, ``bong_tangent``) to ``comfy.samplers.SCHEDULER_NAMES`` at import; natively
+ComfyUI's KSampler then offers them, isolated only the pack's own nodes do, and a workflow
+that picks one on KSampler fails validation. What a pack adds there is named too.
 """
 
 from __future__ import annotations
@@ -99,3 +105,51 @@ def _vars(owner: Any) -> dict[str, Any]:
         return vars(owner) if owner is not None else {}
     except TypeError:
         return {}
+
+
+#: ComfyUI's choice lists its own nodes offer, by kind: (module, attribute path) each. One
+#: list can hide behind two names (``KSampler.SCHEDULERS`` is ``SCHEDULER_NAMES``).
+CHOICES: dict[str, tuple[tuple[str, str], ...]] = {
+    "samplers": (
+        ("comfy.samplers", "KSAMPLER_NAMES"),
+        ("comfy.samplers", "SAMPLER_NAMES"),
+        ("comfy.samplers", "KSampler.SAMPLERS"),
+    ),
+    "schedulers": (
+        ("comfy.samplers", "SCHEDULER_NAMES"),
+        ("comfy.samplers", "SCHEDULER_HANDLERS"),
+        ("comfy.samplers", "KSampler.SCHEDULERS"),
+    ),
+}
+
+
+def _choice_items(module: str, path: str) -> list[str] | None:
+    """The items of one choice list (a dict's keys), or None when ComfyUI has not imported
+    it here or it is not a collection (never imported for this: a worker without ComfyUI)."""
+    value: Any = sys.modules.get(module)
+    for part in path.split("."):
+        value = getattr(value, part, None)
+    if not isinstance(value, (list, tuple, dict)):
+        return None
+    return [str(item) for item in value]
+
+
+def choices() -> dict[str, list[str]]:
+    """Every choice of :data:`CHOICES` as it is now, by kind (before a pack's import)."""
+    out: dict[str, list[str]] = {}
+    for kind, places in CHOICES.items():
+        for module, path in places:
+            for item in _choice_items(module, path) or ():
+                kept = out.setdefault(kind, [])
+                if item not in kept:
+                    kept.append(item)
+    return out
+
+
+def choices_added(before: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The choices of each kind that are there now and were not in ``before``, in order."""
+    now = choices()
+    added = {
+        kind: [i for i in items if i not in before.get(kind, [])] for kind, items in now.items()
+    }
+    return {kind: items for kind, items in added.items() if items}

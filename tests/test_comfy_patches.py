@@ -73,3 +73,26 @@ def test_what_a_pack_adds_to_comfyuis_choice_lists_is_named(monkeypatch):
 def test_no_comfyui_here_means_no_choices(monkeypatch):
     monkeypatch.delitem(sys.modules, "comfy.samplers", raising=False)
     assert comfy_patches.choices() == {} and comfy_patches.choices_added({}) == {}
+
+
+def test_a_module_reloaded_by_the_pack_replaces_nothing(tmp_path, monkeypatch):
+    """RES4LYF reloads ``comfy.k_diffusion.sampling`` after adding samplers to it: every
+    function and class of it is a new object, made by ComfyUI's own code, and none is the
+    pack's replacement; one the pack sets before the reload is gone with it, one after it is
+    named."""
+    tree = tmp_path / "ComfyUI"
+    tree.mkdir()
+    (tree / "airlock_fake_sampling.py").write_text(
+        "def step():\n    return 1\n\nclass Noise:\n    def draw(self):\n        return 1\n"
+    )
+    monkeypatch.syspath_prepend(str(tree))
+    sampling = importlib.import_module("airlock_fake_sampling")
+    try:
+        before = comfy_patches.snapshot(str(tree))
+        sampling.sample_res_2m = lambda: 0  # an addition, as RES4LYF's samplers
+        sampling = importlib.reload(sampling)
+        assert comfy_patches.replaced(before) == []
+        sampling.step = lambda: 2  # the pack's own, after the reload
+        assert comfy_patches.replaced(before) == ["airlock_fake_sampling.step"]
+    finally:
+        sys.modules.pop("airlock_fake_sampling", None)

@@ -82,21 +82,28 @@ def replaced(before: Snapshot) -> list[str]:
         module = sys.modules.get(name)
         if module is None:
             continue
-        out.extend(f"{name}.{attr}" for attr in _changed(space, _vars(module)))
+        out.extend(f"{name}.{attr}" for attr in _changed(space, _vars(module), name))
         for cls_name, cls_space in classes.items():
             cls = space[cls_name]
-            changed = _changed(cls_space, _vars(cls), dunders=False)
+            changed = _changed(cls_space, _vars(cls), name, dunders=False)
             out.extend(f"{name}.{cls_name}.{attr}" for attr in changed)
     return sorted(out)[:MAX_NAMES]
 
 
-def _changed(old: dict[str, Any], now: dict[str, Any], dunders: bool = True) -> list[str]:
+def _changed(
+    old: dict[str, Any], now: dict[str, Any], home: str, dunders: bool = True
+) -> list[str]:
+    """The function-like entries of ``old`` that ``now`` holds another object for, unless the
+    new one was made by the module ``home`` itself: RES4LYF's ``importlib.reload`` of
+    ``comfy.k_diffusion.sampling`` makes every function of it anew, from ComfyUI's own code,
+    and replaces none (a pack's replacement is defined in the pack's module)."""
     return [
         attr
         for attr, value in old.items()
         if (dunders or not attr.startswith("__"))
         and now.get(attr, value) is not value
         and _is_function_like(value)
+        and getattr(now.get(attr), "__module__", None) != home
     ]
 
 

@@ -96,6 +96,10 @@ def row(r: dict[str, Any]) -> dict[str, Any]:
         "js_same": sorted(js.get("native") or []) == sorted(js.get("isolated") or []),
         "ui_native": len((r.get("ui_messages") or {}).get("native") or {}),
         "ui_lost": len(ui_lost(r)),
+        # None: run before the comparison was recorded.
+        "comfy_nodes_diffs": (
+            None if "comfy_nodes_diff" not in r else len(r.get("comfy_nodes_diff") or [])
+        ),
     }
 
 
@@ -118,6 +122,8 @@ def totals(rows: list[dict[str, Any]]) -> str:
     js_ok = [r for r in with_js if r["js_same"]]
     messaging = [r for r in loads if r["ui_native"]]
     ui_ok = [r for r in messaging if not r["ui_lost"]]
+    compared = [r for r in loads if r["comfy_nodes_diffs"] is not None]
+    changing = [r["pack"] for r in compared if r["comfy_nodes_diffs"]]
     lines = [
         f"- packs: {len(rows)}; load natively (at least one node): {len(loads)}",
         f"- load isolated with all their nodes: {len(all_nodes)} of {len(loads)}",
@@ -130,6 +136,9 @@ def totals(rows: list[dict[str, Any]]) -> str:
         f"{len(js_ok)} of {len(with_js)}",
         f"- packs whose own UI messages (`send_sync` types, recorded since 2026-12-06) all "
         f"reached the page isolated: {len(ui_ok)} of {len(messaging)}",
+        f"- packs whose import changes ComfyUI's own nodes natively, which isolated it cannot "
+        f"(recorded since 2026-12-07): {len(changing)} of {len(compared)}"
+        + (f" ({', '.join(changing)})" if changing else ""),
     ]
     return "\n".join(lines) + "\n"
 
@@ -188,6 +197,10 @@ def details(r: dict[str, Any]) -> str:
     for route, a in sorted((routes.get("answers") or {}).items()):
         if a["differs"]:
             lines.append(f"- route {route}: {a['differs'][:200]}")
+    lines += [
+        f"- ComfyUI's own node, natively changed: {d[:200]}"
+        for d in (r.get("comfy_nodes_diff") or [])[:5]
+    ]
     lost = ui_lost(r)
     if lost:
         lines.append(f"- UI messages sent natively, never isolated: {', '.join(lost[:10])}")

@@ -296,6 +296,13 @@ def _observe(result: dict, pack: str, native: Side, isolated: Side, baselines: d
             d for d in object_info_diff(n_nodes, i_nodes) if not compare.same_but_base(d, bases)
         ][:200],
     }
+    # What the pack's import did to ComfyUI's own nodes natively (RES4LYF's schedulers on
+    # KSampler): isolated it cannot, so a difference here is one the start must name (ADR 0053).
+    result["comfy_nodes_diff"] = [
+        d
+        for d in object_info_diff(native.comfy_nodes(), isolated.comfy_nodes())
+        if not compare.same_but_base(d, bases)
+    ][:50]
     result["routes"] = compare_routes(native, isolated, baselines)
     result["js"] = {"native": native.extensions(pack), "isolated": isolated.extensions(pack)}
     print(f"[{pack}] {len(n_nodes)} native / {len(i_nodes)} isolated nodes; running", flush=True)

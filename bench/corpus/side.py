@@ -70,6 +70,15 @@ class Side:
         module = f"custom_nodes.{pack}"
         return {k: v for k, v in info.items() if v.get("python_module") == module}
 
+    def comfy_nodes(self) -> dict[str, Any]:
+        """ComfyUI's own nodes (``nodes``, ``comfy_extras``...): none of a custom node's."""
+        info = self.ui.object_info()
+        return {
+            k: v
+            for k, v in info.items()
+            if not str(v.get("python_module", "")).startswith("custom_nodes.")
+        }
+
     def routes(self) -> list[dict[str, str]]:
         return self.ui.get("/corpus-probe/routes")
 

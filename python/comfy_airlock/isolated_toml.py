@@ -6,7 +6,7 @@ A pack isolated from ``custom_nodes/`` keeps being updated by its user (``git pu
 folder); ComfyUI-Manager, which would install the new requirements natively, no longer sees it
 in ``isolated_nodes/``. So at each start the file isolate wrote is made again from the pack's
 requirements as they are now: when it asks for something else and the user never edited it,
-it is rewritten (the environment is then built again, as for any change of the config) and
+it is rewritten (the environment is then resolved again, as for any change of the config) and
 the log says what changed; when the user edited it, it is left as it is and the log names
 what the pack now asks for that the file does not list.
 
@@ -188,5 +188,5 @@ def refresh(pack: Path, name: str) -> list[str]:
         return []  # the same requirements, written by another version of isolate
     return [
         f"its requirements changed since `airlock isolate` wrote {path} ({_phrase(new, gone)}): "
-        "the file is written again from them and the environment built again"
+        "the file is written again from them and the environment resolved again"
     ]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,6 @@ from comfy_airlock import (
 )
 from comfy_airlock._runtime import runtime_dir
 from comfy_airlock.worker_env import INHERIT_ENV, InheritEnv, worker_env
-
-_now = time.monotonic
 
 # Variables of the host that would make another interpreter load the wrong stdlib or packages.
 _STRIP = ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONEXECUTABLE", "__PYVENV_LAUNCHER__")
@@ -124,21 +121,16 @@ class Worker:
             signal_after,
             kill_after,
         )
-        # When the last call began and ended: the idle trim gives our idle shared memory back.
-        self._began = self._ended = time.monotonic()
+        # The idle trim gives our idle shared memory back (the native worker keeps the clock).
         idle_trim.register(self, worker=False)
 
     def call(self, target: str, /, *args: Any, **kwargs: Any) -> Any:
         """Runs ``target`` (``"module:qualname"``, importable in the worker) and returns its
         result. An exception in the worker is raised here with the worker's traceback."""
-        self._began = _now()
-        try:
-            if not self._pickle and not pickling.in_force():
-                return self._native.call(target, args, kwargs)  # the common case, kept cheap
-            with pickling.applying(self._pickle or None):
-                return self._native.call(target, args, kwargs)
-        finally:
-            self._ended = _now()
+        if not self._pickle and not pickling.in_force():
+            return self._native.call(target, args, kwargs)  # the common case, kept cheap
+        with pickling.applying(self._pickle or None):
+            return self._native.call(target, args, kwargs)
 
     def route_call(self, target: str, /, *args: Any) -> Any:
         """Runs ``target`` on the worker's route lane, beside the call that runs, if one does
@@ -149,8 +141,7 @@ class Worker:
 
     def idle_seconds(self) -> float | None:
         """Seconds since the last call ended; None while one runs."""
-        began, ended = self._began, self._ended
-        return None if began > ended else _now() - ended
+        return self._native.idle_seconds()
 
     def run(
         self,
@@ -164,18 +155,14 @@ class Worker:
         """:meth:`call`, stopped (flag, then the escalation) when ``interrupted()`` becomes
         true or after ``deadline`` seconds: raises :class:`CallInterrupted` or
         :class:`DeadlineExceeded`, with the worker's own error as ``__cause__``."""
-        self._began = _now()
-        try:
-            with pickling.applying(self._pickle or None):
-                return self._native.call(
-                    target,
-                    tuple(args),
-                    dict(kwargs or {}),
-                    interrupted=interrupted,
-                    deadline=deadline,
-                )
-        finally:
-            self._ended = _now()
+        with pickling.applying(self._pickle or None):
+            return self._native.call(
+                target,
+                tuple(args),
+                dict(kwargs or {}),
+                interrupted=interrupted,
+                deadline=deadline,
+            )
 
     def interrupt(self) -> None:
         """Asks the running call to stop, from any thread (no-op when none is running)."""

@@ -58,6 +58,7 @@ impl Worker {
             Via::Call => (&self.calls, &self.interrupt_requested),
             Via::Route => (&self.route_calls, &self.never),
         };
+        let _timed = (via == Via::Call).then(|| CallTimes::begin(self));
         let _serial = slot_lock(py, serial);
         if via == Via::Call {
             self.interrupt_requested.store(false, Ordering::Release);
@@ -104,6 +105,26 @@ impl Worker {
             watch: &watch,
         };
         done.result(py, ended)
+    }
+}
+
+/// Notes when a call on the call lane began and, when dropped, when it ended (however it
+/// ended): the idle trim's clock ([`Worker::idle_seconds`]).
+struct CallTimes<'a>(&'a Worker);
+
+impl<'a> CallTimes<'a> {
+    fn begin(w: &'a Worker) -> Self {
+        w.began
+            .store(airlock_supervisor::monotonic_ns(), Ordering::Release);
+        CallTimes(w)
+    }
+}
+
+impl Drop for CallTimes<'_> {
+    fn drop(&mut self) {
+        self.0
+            .ended
+            .store(airlock_supervisor::monotonic_ns(), Ordering::Release);
     }
 }
 

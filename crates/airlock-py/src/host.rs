@@ -65,6 +65,11 @@ pub struct Worker {
     pub(crate) interrupt_requested: AtomicBool,
     /// The route lane's calls are never interrupted: this stays false.
     pub(crate) never: AtomicBool,
+    /// When the last call on the call lane began and ended ([`airlock_supervisor::monotonic_ns`]),
+    /// for the idle trim's [`Worker::idle_seconds`]: kept here rather than in Python, since
+    /// noting them there cost a measurable part of a no-op call.
+    pub(crate) began: AtomicU64,
+    pub(crate) ended: AtomicU64,
 }
 
 /// Locks without deadlocking against a thread that holds the lock and waits for the GIL.
@@ -267,7 +272,12 @@ impl Worker {
             policy,
             interrupt_requested: AtomicBool::new(false),
             never: AtomicBool::new(false),
+            began: AtomicU64::new(0),
+            ended: AtomicU64::new(0),
         };
+        let now = airlock_supervisor::monotonic_ns();
+        w.began.store(now, Ordering::Relaxed);
+        w.ended.store(now, Ordering::Relaxed);
         w.running(py, Via::Call)?;
         Ok(w)
     }
@@ -304,6 +314,15 @@ impl Worker {
             via: Via::Call,
         };
         self.run_call(py, req)
+    }
+
+    /// Seconds since the last call on the call lane ended (or since the start, before the
+    /// first); None while one runs. Route calls do not count.
+    fn idle_seconds(&self) -> Option<f64> {
+        let began = self.began.load(Ordering::Acquire);
+        let ended = self.ended.load(Ordering::Acquire);
+        (began <= ended)
+            .then(|| airlock_supervisor::monotonic_ns().saturating_sub(ended) as f64 / 1e9)
     }
 
     /// Runs `target` in the worker on its route lane: beside the call lane's call, if one

@@ -63,4 +63,4 @@ pub use serve::{AskError, CallState, Runner, ServeError, ask, await_answer, serv
 pub use session::{Broken, CallHost, Ended, exchange, exchange_on};
 pub use signal_page::{SIGNAL_FD, SIGNAL_FD_ENV, SignalPage};
 pub use spawn::WorkerSpec;
-pub use spin::LaneTiming;
+pub use spin::{LaneTiming, monotonic_ns};

@@ -113,8 +113,17 @@ pub fn serve<R: Runner>(
     runner: &mut R,
 ) -> Result<(), ServeError<R::Error>> {
     let mut targets: HashMap<String, R::Target> = HashMap::new();
+    // The reply to the last call goes out in the same wait as the read of the next one: one
+    // release of the worker's language (Python: its GIL) per call, not two.
+    let mut reply: Option<Message> = None;
     loop {
-        let (id, target, args, kwargs) = match runner.blocking(|| lane.recv()) {
+        let got = runner.blocking(|| {
+            if let Some(msg) = reply.take() {
+                lane.send(&msg)?;
+            }
+            lane.recv()
+        });
+        let (id, target, args, kwargs) = match got {
             Err(e) => return Err(ServeError::Lane(e)),
             Ok(Some(Message::Shutdown)) => return Ok(()),
             Ok(None) => {
@@ -135,16 +144,13 @@ pub fn serve<R: Runner>(
         // by the time `run` returns: their releases go before the reply.
         let outcome = run(runner, &mut targets, &target, args, kwargs);
         calls.end();
-        let msg = match outcome {
+        reply = Some(match outcome {
             Ok(value) => Message::Reply { id, value },
             Err(e) => Message::Error {
                 id,
                 error: runner.describe(e).map_err(ServeError::Runner)?,
             },
-        };
-        runner
-            .blocking(|| lane.send(&msg))
-            .map_err(ServeError::Lane)?;
+        });
     }
 }
 

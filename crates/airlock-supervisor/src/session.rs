@@ -112,9 +112,12 @@ pub fn exchange_on<H: CallHost>(
     host: &mut H,
 ) -> Result<Ended<H::Error>, Broken> {
     let s = Session { process, lane, id };
-    s.send(host, watch, call).map_err(Broken::Lane)?;
-    s.wait(host, watch)
+    let first = s.send_and_read(host, watch, call).map_err(Broken::Lane)?;
+    s.wait(host, watch, first)
 }
+
+/// What a lane read gives.
+type Read = Result<Option<Message>, LaneError>;
 
 /// The state of one call.
 struct Session<'a> {
@@ -140,11 +143,39 @@ impl Session<'_> {
         sent
     }
 
-    /// Waits for the reply, handling events, questions and notices.
+    /// Sends the call and, when it went at once, reads the first answer in the same wait: one
+    /// release of the host's language (Python: its GIL) for the usual call, not two. The read
+    /// (None when the send timed out) is [`Session::wait`]'s first.
+    fn send_and_read<H: CallHost>(
+        &self,
+        host: &mut H,
+        watch: &mut CallWatch<'_>,
+        msg: &Message,
+    ) -> Result<Option<Read>, LaneError> {
+        let lane = self.lane;
+        let (sent, first) = host.blocking(|| {
+            let sent = lane.send_within(msg, Some(TICK));
+            let first = sent.is_ok().then(|| lane.recv_within(TICK));
+            (sent, first)
+        });
+        if sent.as_ref().is_err_and(is_timeout) {
+            let mut sent = sent;
+            while sent.as_ref().is_err_and(is_timeout) {
+                watch.tick(self.process, || host.interrupted());
+                sent = host.blocking(|| lane.flush_within(TICK));
+            }
+            return sent.map(|()| None);
+        }
+        sent.map(|()| first)
+    }
+
+    /// Waits for the reply, handling events, questions and notices; `first` is a read already
+    /// made.
     fn wait<H: CallHost>(
         &self,
         host: &mut H,
         watch: &mut CallWatch<'_>,
+        mut first: Option<Read>,
     ) -> Result<Ended<H::Error>, Broken> {
         // The first exception raised by an event handler (e.g. ComfyUI's progress hook on an
         // interrupt) is raised once the reply is in: the lane stays in step either way.
@@ -153,7 +184,11 @@ impl Session<'_> {
         let reply = loop {
             // Bookkeeping frames (releases, segments) are absorbed by the lane; what comes
             // out is the answer or an event, and only one call is in flight.
-            match host.blocking(|| lane.recv_within(TICK)) {
+            let got = match first.take() {
+                Some(read) => read,
+                None => host.blocking(|| lane.recv_within(TICK)),
+            };
+            match got {
                 Err(e) if is_timeout(&e) => watch.tick(self.process, || host.interrupted()),
                 Ok(Some(Message::Event { id, topic, payload })) => {
                     self.event(host, watch, id, topic, payload, &mut deferred)?;

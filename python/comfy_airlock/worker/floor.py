@@ -64,7 +64,10 @@ def due(cuda: bool) -> bool:
     """Whether a report made now could measure the floor: unmeasured, attempts left, a context
     possible (``cuda``: torch has initialised CUDA here), the retry delay over. Cheap checks
     first: this runs after every call."""
-    if _STATE["floor"] is not None or not (cuda or _on_sim()):
+    st = _STATE
+    if st["floor"] is not None:
+        return False
+    if not cuda and not (st["sim"] if st["sim"] is not None else _on_sim()):
         return False
     if int(_STATE["attempts"] or 0) >= ATTEMPTS or time.monotonic() < float(
         _STATE["next_try"] or 0.0

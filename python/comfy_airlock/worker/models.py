@@ -322,12 +322,19 @@ def active() -> bool:
     return bool(_MODULES) or "comfy.model_management" in _MODS
 
 
-def begin_call() -> None:
+def begin_call() -> bool:
+    """A call starts: returns :func:`active` (whether its end must be reported), checking on
+    the way that this worker's loader is still watched. One function, not two: this runs on
+    every call's path."""
     global _CALL_USED
     mm = _MODS.get("comfy.model_management")
-    if mm is not None and mm.load_models_gpu is not _LOADER[0]:
+    if mm is None:
+        if not _MODULES:
+            return False
+    elif mm.load_models_gpu is not _LOADER[0]:
         _watch_loads()
     _CALL_USED = set()
+    return True
 
 
 def end_call() -> dict[str, Any] | None:

@@ -92,9 +92,7 @@ def _resolve(target: str) -> Callable[..., Any]:
     )
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        tracked = active()
-        if tracked:
-            begin()
+        tracked = begin()
         enter()
         try:
             return fn(*args, **kwargs)

@@ -96,3 +96,31 @@ def test_a_node_whose_input_types_raised_is_asked_again_at_the_next_start(tmp_pa
 
     meta, scanned = read_nodes(d)  # nothing left to ask: the cached scan, no worker
     assert not scanned and "Listed" in meta["nodes"]
+
+
+def test_a_rescan_whose_worker_cannot_start_lists_the_nodes_read_before(
+    tmp_path, home, caplog
+):
+    """The nodes to ask again are asked again; when the worker itself cannot start (not the
+    pack's doing: its interpreter gone for a moment, say), the start lists what an earlier
+    one read, says why, and the next start asks again."""
+    folder = tmp_path / "models" / "listing"
+    d = tmp_path / "listing"
+    d.mkdir()
+    (d / "__init__.py").write_text(PACK.format(folder=str(folder)))
+    first, _ = read_nodes(d)
+    assert first["retry"] == ["Listed"]
+
+    broken = pack(d)
+    broken.python = str(tmp_path / "no-such-python")
+    with caplog.at_level("WARNING", logger=loader.log.name):
+        meta = loader._read_nodes(broken, None)
+    broken.close()
+    assert meta == first
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "pack 'listing': its worker could not read its nodes" in said, said
+    assert "the nodes an earlier start read are listed" in said, said
+
+    folder.mkdir(parents=True)
+    meta, scanned = read_nodes(d)  # the worker starts again: asked again, found now
+    assert scanned and "Listed" in meta["nodes"] and meta["retry"] == []

@@ -200,6 +200,7 @@ def _read_nodes(pack: IsolatedPack, comfyui: str | None) -> dict[str, Any] | Non
     # at each start, as natively ComfyUI asks again at each /object_info; kept in the cache
     # meanwhile for `airlock doctor`.
     if meta is None or "failed" in meta or meta.get("retry"):
+        earlier = meta if meta is not None and "failed" not in meta else None
         try:
             meta = pack.scan()
         except Exception as e:
@@ -207,6 +208,16 @@ def _read_nodes(pack: IsolatedPack, comfyui: str | None) -> dict[str, Any] | Non
             failure = scan_cache.failure_of(e)
             if failure is None:  # not the pack's code: the next start tries again
                 reason = f"its worker could not read its nodes: {type(e).__name__}: {e}"
+                if earlier is not None:
+                    # Asked again only for the nodes that raised: the others are as an earlier
+                    # start read them, as a pack with nothing to ask again gets them.
+                    log.warning(
+                        "[comfy-airlock] pack %r: %s; the nodes an earlier start read are "
+                        "listed (asked again at ComfyUI's next start)",
+                        pack.name,
+                        reason,
+                    )
+                    return earlier
                 _fail(pack.name, pack.dir, reason, "worker")
                 return None
             scan_cache.store(cache_dir, key, {"failed": failure})

@@ -98,9 +98,7 @@ def test_a_node_whose_input_types_raised_is_asked_again_at_the_next_start(tmp_pa
     assert not scanned and "Listed" in meta["nodes"]
 
 
-def test_a_rescan_whose_worker_cannot_start_lists_the_nodes_read_before(
-    tmp_path, home, caplog
-):
+def test_a_rescan_whose_worker_cannot_start_lists_the_nodes_read_before(tmp_path, home, caplog):
     """The nodes to ask again are asked again; when the worker itself cannot start (not the
     pack's doing: its interpreter gone for a moment, say), the start lists what an earlier
     one read, says why, and the next start asks again."""

@@ -478,9 +478,10 @@ def test_a_group_refuses_a_member_with_its_own_config(comfy, tmp_path):
 
 def test_a_pack_updated_since_isolate_gets_its_airlock_toml_and_env_again(comfy, tmp_path):
     """ADR 0059: the user updates an isolated pack (``git pull`` in its folder) and its
-    requirements change; at the next start (``isolated_toml.refresh``, which ComfyUI's loader
-    runs before the environment) the airlock.toml isolate wrote follows them, the environment
-    is built again with the new package, and --undo still knows the file as isolate's own."""
+    requirements change; before its environment is next made (``isolated_toml.refresh``, which
+    ComfyUI's loader runs at its start and ``airlock build`` before each pack) the airlock.toml
+    isolate wrote follows them, the environment is built again with the new package, and
+    --undo still knows the file as isolate's own."""
     from comfy_airlock import env as airlock_env
     from comfy_airlock import isolated_toml
     from comfy_airlock.cli import bundled_uv
@@ -495,9 +496,11 @@ def test_a_pack_updated_since_isolate_gets_its_airlock_toml_and_env_again(comfy,
 
     original = (pack / "requirements.txt").read_text()
     (pack / "requirements.txt").write_text("six>=1.16\nidna\n")  # the update
-    notices = isolated_toml.refresh(pack, "updated")
-    assert len(notices) == 1 and "(now also idna)" in notices[0], notices
-    assert "written again" in notices[0] and str(pack / "airlock.toml") in notices[0]
+    r = airlock(comfy, "build", "updated", home=home)  # the user builds before starting
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "warning: pack 'updated': its requirements changed" in r.stderr, r.stderr
+    assert "(now also idna)" in r.stderr and str(pack / "airlock.toml") in r.stderr, r.stderr
+    assert "updated: built" in r.stdout, r.stdout
     assert tomllib.loads((pack / "airlock.toml").read_text())["dependencies"] == [
         "six>=1.16",
         "idna",
@@ -506,7 +509,7 @@ def test_a_pack_updated_since_isolate_gets_its_airlock_toml_and_env_again(comfy,
     info = airlock_env.ensure_env(
         pack, comfyui_dir=comfy, home=home, uv=bundled_uv(), host_python=sys.executable
     )
-    assert info["built"], info
+    assert not info["built"], info  # the build made it: the start finds it up to date
     subprocess.run([info["python"], "-c", "import idna"], check=True)
 
     (pack / "requirements.txt").write_text(original)  # updated back: idna goes again

@@ -190,3 +190,12 @@ def refresh(pack: Path, name: str) -> list[str]:
         f"its requirements changed since `airlock isolate` wrote {path} ({_phrase(new, gone)}): "
         "the file is written again from them and the environment resolved again"
     ]
+
+
+def refresh_notices(pack: Path, name: str) -> list[str]:
+    """:func:`refresh`, for a start or a build that goes on whatever it finds: an unreadable
+    record or file is used as it is, and said."""
+    try:
+        return refresh(pack, name)
+    except (OSError, ValueError) as e:
+        return [f"its airlock.toml could not be compared with its requirements: {e}"]

@@ -85,11 +85,7 @@ def _scan_failed(name: str, dir_: str, failure: dict[str, Any], cached: str | No
 def _refresh_isolated_toml(pack_dir: str, name: str) -> None:
     """The airlock.toml ``airlock isolate`` wrote, made again from the pack's requirements when
     the pack was updated since (ADR 0059); what changed is logged."""
-    try:
-        notices = isolated_toml.refresh(Path(pack_dir), name)
-    except (OSError, ValueError) as e:  # an unreadable record or file: used as they are
-        notices = [f"its airlock.toml could not be compared with its requirements: {e}"]
-    for notice in notices:
+    for notice in isolated_toml.refresh_notices(Path(pack_dir), name):
         log.warning("[comfy-airlock] pack %r: %s", name, notice)
 
 

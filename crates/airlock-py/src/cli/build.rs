@@ -15,11 +15,17 @@ use super::{NO_BASE, Place, discover, where_packs_go};
 /// the comfy-env config it is built from (a comfy-env pack may have one env per file).
 type Todo = (String, PathBuf, Option<String>, Option<PathBuf>);
 
+/// Brings the `airlock.toml` that `airlock isolate` wrote in a pack's folder in step with the
+/// pack's requirements (Python's `isolated_toml.refresh_notices`, ADR 0059), as ComfyUI's
+/// start does before the environment; returns what to say.
+pub type Refresh<'a> = &'a dyn Fn(&Path, &str) -> Vec<String>;
+
 pub(crate) fn build(
     opts: &EnvOptions,
     place: &Place,
     names: &[String],
     interrupted: &dyn Fn() -> bool,
+    refresh: Refresh<'_>,
 ) -> i32 {
     let (todo, mut failed) = match select(place, names) {
         Ok(chosen) => chosen,
@@ -40,6 +46,13 @@ pub(crate) fn build(
             eprintln!("{e}");
             failed.push(name);
             continue;
+        }
+        if config_file.is_none() {
+            // isolate names the file it writes after the pack's folder.
+            let folder = dir.file_name().map(|f| f.to_string_lossy().into_owned());
+            for notice in refresh(&dir, folder.as_deref().unwrap_or(&name)) {
+                eprintln!("warning: pack '{name}': {notice}");
+            }
         }
         match ensure_env_at(&dir, config_file.as_deref(), opts, true, progress.as_ref()) {
             Ok(info) => {

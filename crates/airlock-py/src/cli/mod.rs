@@ -126,8 +126,8 @@ pub(crate) const NO_BASE: &str = "airlock: cannot tell where ComfyUI is: run thi
                        pass --comfyui DIR (or --base DIR), or set COMFYUI_DIR";
 
 /// Runs the CLI with `argv` (program name first); returns the exit status. `interrupted` is
-/// asked between packs (Ctrl-C in Python).
-pub fn run(argv: Vec<String>, interrupted: &dyn Fn() -> bool) -> i32 {
+/// asked between packs (Ctrl-C in Python); `refresh` runs before each pack's build.
+pub fn run(argv: Vec<String>, interrupted: &dyn Fn() -> bool, refresh: build::Refresh<'_>) -> i32 {
     let cli = match Cli::try_parse_from(argv) {
         Ok(c) => c,
         Err(e) => {
@@ -156,7 +156,7 @@ pub fn run(argv: Vec<String>, interrupted: &dyn Fn() -> bool) -> i32 {
         },
     };
     match &cli.command {
-        Command::Build { place, packs } => build(&opts, place, packs, interrupted),
+        Command::Build { place, packs } => build(&opts, place, packs, interrupted, refresh),
         Command::Doctor { place, json } => {
             doctor(&opts, place, *json, cli.airlock_package.as_deref())
         }
@@ -183,7 +183,22 @@ pub(crate) fn where_packs_go(base: &Path) -> String {
 #[pyfunction]
 pub fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
     let interrupted = || Python::attach(|py| py.check_signals().is_err());
-    crate::exit_gate::detach(py, || run(argv, &interrupted))
+    let refresh = |dir: &Path, name: &str| {
+        Python::attach(|py| {
+            let notices = || -> PyResult<Vec<String>> {
+                let path = py.import("pathlib")?.getattr("Path")?.call1((dir,))?;
+                py.import("comfy_airlock.isolated_toml")?
+                    .call_method1("refresh_notices", (path, name))?
+                    .extract()
+            };
+            notices().unwrap_or_else(|e| {
+                vec![format!(
+                    "its airlock.toml could not be compared with its requirements: {e}"
+                )]
+            })
+        })
+    };
+    crate::exit_gate::detach(py, || run(argv, &interrupted, &refresh))
 }
 
 #[cfg(test)]

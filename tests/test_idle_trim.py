@@ -91,3 +91,29 @@ def test_off_keeps_everything(monkeypatch):
     assert settings.Settings.from_env({}).idle_trim_s == 5.0
     monkeypatch.setattr(settings.get(), "idle_trim_s", None)
     assert idle_trim.idle_after() is None
+
+
+def test_the_host_clock_reads_idle_only_when_no_call_runs_or_waits(make_worker):
+    """The host's trim of a worker's segments waits for it to be idle: a call that waits for
+    the running one counts as running, also once the first has ended."""
+    import threading
+
+    w = make_worker()
+    w.call("airlock_testpack:echo", 1)
+    idle = w.idle_seconds()
+    assert idle is not None and idle >= 0.0
+    first = threading.Thread(target=w.call, args=("airlock_testpack:sleep", 0.6))
+    first.start()
+    time.sleep(0.2)  # the first runs
+    assert w.idle_seconds() is None
+    second = threading.Thread(target=w.call, args=("airlock_testpack:sleep", 0.6))
+    second.start()  # waits for the first
+    seen = []
+    while first.is_alive() or second.is_alive():
+        seen.append(w.idle_seconds())
+        time.sleep(0.01)
+    first.join()
+    second.join()
+    assert seen and all(s is None for s in seen), [s for s in seen if s is not None]
+    time.sleep(0.05)
+    assert w.idle_seconds() >= 0.05

@@ -218,7 +218,7 @@ class Worker:
         """Asks the running call to stop (any thread; a no-op between calls)."""
     def idle_seconds(self) -> float | None:
         """Seconds since the last call ended (since the start, before the first); None while
-        one runs. Route calls do not count."""
+        one runs or waits to. Route calls do not count."""
     @property
     def pid(self) -> int | None:
         """The current process's pid (a new one after a respawn)."""

@@ -108,23 +108,24 @@ impl Worker {
     }
 }
 
-/// Notes when a call on the call lane began and, when dropped, when it ended (however it
-/// ended): the idle trim's clock ([`Worker::idle_seconds`]).
+/// Counts a call on the call lane from its start (waiting for the one that runs included) to
+/// its end, however it ends, and notes when it ended: the idle trim's clock
+/// ([`Worker::idle_seconds`]), which must not read idle while a second call waits or runs.
 struct CallTimes<'a>(&'a Worker);
 
 impl<'a> CallTimes<'a> {
     fn begin(w: &'a Worker) -> Self {
-        w.began
-            .store(airlock_supervisor::monotonic_ns(), Ordering::Release);
+        w.in_flight.fetch_add(1, Ordering::AcqRel);
         CallTimes(w)
     }
 }
 
 impl Drop for CallTimes<'_> {
     fn drop(&mut self) {
-        self.0
-            .ended
+        let w = self.0;
+        w.ended
             .store(airlock_supervisor::monotonic_ns(), Ordering::Release);
+        w.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

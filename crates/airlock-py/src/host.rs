@@ -65,10 +65,11 @@ pub struct Worker {
     pub(crate) interrupt_requested: AtomicBool,
     /// The route lane's calls are never interrupted: this stays false.
     pub(crate) never: AtomicBool,
-    /// When the last call on the call lane began and ended ([`airlock_supervisor::monotonic_ns`]),
-    /// for the idle trim's [`Worker::idle_seconds`]: kept here rather than in Python, since
-    /// noting them there cost a measurable part of a no-op call.
-    pub(crate) began: AtomicU64,
+    /// Calls on the call lane begun and not ended (one runs, others wait for it), and when
+    /// the last one ended ([`airlock_supervisor::monotonic_ns`]): the idle trim's clock
+    /// ([`Worker::idle_seconds`]), kept here rather than in Python, where noting it cost a
+    /// measurable part of a no-op call.
+    pub(crate) in_flight: AtomicU64,
     pub(crate) ended: AtomicU64,
 }
 
@@ -272,12 +273,9 @@ impl Worker {
             policy,
             interrupt_requested: AtomicBool::new(false),
             never: AtomicBool::new(false),
-            began: AtomicU64::new(0),
-            ended: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            ended: AtomicU64::new(airlock_supervisor::monotonic_ns()),
         };
-        let now = airlock_supervisor::monotonic_ns();
-        w.began.store(now, Ordering::Relaxed);
-        w.ended.store(now, Ordering::Relaxed);
         w.running(py, Via::Call)?;
         Ok(w)
     }
@@ -317,12 +315,13 @@ impl Worker {
     }
 
     /// Seconds since the last call on the call lane ended (or since the start, before the
-    /// first); None while one runs. Route calls do not count.
+    /// first); None while one runs or waits to. Route calls do not count.
     fn idle_seconds(&self) -> Option<f64> {
-        let began = self.began.load(Ordering::Acquire);
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
         let ended = self.ended.load(Ordering::Acquire);
-        (began <= ended)
-            .then(|| airlock_supervisor::monotonic_ns().saturating_sub(ended) as f64 / 1e9)
+        Some(airlock_supervisor::monotonic_ns().saturating_sub(ended) as f64 / 1e9)
     }
 
     /// Runs `target` in the worker on its route lane: beside the call lane's call, if one

@@ -521,6 +521,38 @@ def test_a_pack_updated_since_isolate_gets_its_airlock_toml_and_env_again(comfy,
     assert snapshot(comfy) == before
 
 
+def test_an_update_that_does_not_resolve_says_its_file_was_written_again(
+    comfy, tmp_path, monkeypatch, caplog
+):
+    """ADR 0059: when the requirements an updated pack asks for do not resolve, the start that
+    wrote its airlock.toml again fails the pack with the resolver's error and says that the
+    file was written again, what to do, and that the environment it had is not used."""
+    import logging
+
+    from comfy_airlock import settings
+    from comfy_airlock.host import loader
+
+    add_pack(comfy, "stuck")
+    home = tmp_path / "home"
+    r = airlock(comfy, "isolate", "stuck", home=home)
+    assert r.returncode == 0, r.stderr + r.stdout
+    pack = comfy / "isolated_nodes" / "stuck"
+    (pack / "requirements.txt").write_text("six>=1.16\nsix<1.0\n")  # an update that cannot be
+    monkeypatch.setenv("AIRLOCK_HOME", str(home))
+    monkeypatch.setattr(settings, "_SETTINGS", [])  # read again from this environment
+    try:
+        with caplog.at_level(logging.WARNING, logger="comfy_airlock"):
+            assert loader.load_pack(str(pack), "stuck") == ({}, {})
+    finally:
+        settings._SETTINGS.clear()
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "its requirements changed since `airlock isolate` wrote" in said, said
+    assert "pack 'stuck' is not loaded" in said, said
+    assert "written again at this start" in said and str(pack / "airlock.toml") in said, said
+    row = loader._FAILED.pop("stuck")
+    assert row["cause"] == "env" and "six" in row["error"], row
+
+
 def test_a_pack_placed_by_hand_is_named_what_its_import_went_without_at_the_start(
     comfy, tmp_path, monkeypatch, caplog
 ):

@@ -82,11 +82,32 @@ def _scan_failed(name: str, dir_: str, failure: dict[str, Any], cached: str | No
     return _fail(name, dir_, reason, "import", traceback=failure.get("traceback"))
 
 
-def _refresh_isolated_toml(pack_dir: str, name: str) -> None:
+def _refresh_isolated_toml(pack_dir: str, name: str) -> bool:
     """The airlock.toml ``airlock isolate`` wrote, made again from the pack's requirements when
-    the pack was updated since (ADR 0059); what changed is logged."""
+    the pack was updated since (ADR 0059); what changed is logged. True when it was written
+    again now."""
+    before = _isolate_wrote(pack_dir)
     for notice in isolated_toml.refresh_notices(Path(pack_dir), name):
         log.warning("[comfy-airlock] pack %r: %s", name, notice)
+    return _isolate_wrote(pack_dir) != before
+
+
+def _isolate_wrote(pack_dir: str) -> object:
+    """The hash isolate's record keeps of the airlock.toml it wrote (None: no record)."""
+    try:
+        marker = isolated_toml.read_marker(Path(pack_dir))
+    except (OSError, ValueError):
+        return None
+    return marker.get("airlock_toml_sha256") if marker else None
+
+
+# Said when an environment fails right after its airlock.toml was written again.
+_REWRITTEN = (
+    "(its airlock.toml was written again at this start from the pack's changed requirements, "
+    "see the warning above, and the environment it had before is not used: pin versions that "
+    "resolve in {file}, which is then left as you edit it, or put the pack back at its earlier "
+    "version)"
+)
 
 
 def load_pack(pack_dir: str, name: str | None = None, config: str | None = None) -> Mappings:
@@ -96,8 +117,7 @@ def load_pack(pack_dir: str, name: str | None = None, config: str | None = None)
     pack_dir = os.path.abspath(pack_dir)
     name = name or os.path.basename(pack_dir.rstrip("/"))
     comfyui = comfy_state.comfyui_dir()
-    if config is None:
-        _refresh_isolated_toml(pack_dir, name)
+    rewritten = config is None and _refresh_isolated_toml(pack_dir, name)
     try:
         info = _env.ensure_env(
             pack_dir,
@@ -108,7 +128,11 @@ def load_pack(pack_dir: str, name: str | None = None, config: str | None = None)
             config=config,
         )
     except Exception as e:
-        return _fail(name, pack_dir, str(e), _env_cause(e))
+        reason = str(e)
+        if rewritten:
+            file = Path(pack_dir) / isolated_toml.AIRLOCK_TOML
+            reason += "\n" + _REWRITTEN.format(file=file)
+        return _fail(name, pack_dir, reason, _env_cause(e))
     for notice in info.get("notices") or ():
         log.warning("[comfy-airlock] pack %r: %s", name, notice)
     pack = IsolatedPack.from_env(name, pack_dir, info)

@@ -492,7 +492,7 @@ def test_a_pack_updated_since_isolate_gets_its_airlock_toml_and_env_again(comfy,
     r = airlock(comfy, "isolate", "updated", home=home)
     assert r.returncode == 0, r.stderr + r.stdout
     pack = comfy / "isolated_nodes" / "updated"
-    assert isolated_toml.refresh(pack, "updated") == []  # nothing changed: nothing said
+    assert isolated_toml.refresh(pack, "updated") == ([], False)  # nothing changed: nothing said
 
     original = (pack / "requirements.txt").read_text()
     (pack / "requirements.txt").write_text("six>=1.16\nidna\n")  # the update
@@ -505,7 +505,7 @@ def test_a_pack_updated_since_isolate_gets_its_airlock_toml_and_env_again(comfy,
         "six>=1.16",
         "idna",
     ]
-    assert isolated_toml.refresh(pack, "updated") == []  # said once
+    assert isolated_toml.refresh(pack, "updated") == ([], False)  # said once
     info = airlock_env.ensure_env(
         pack, comfyui_dir=comfy, home=home, uv=bundled_uv(), host_python=sys.executable
     )
@@ -513,7 +513,7 @@ def test_a_pack_updated_since_isolate_gets_its_airlock_toml_and_env_again(comfy,
     subprocess.run([info["python"], "-c", "import idna"], check=True)
 
     (pack / "requirements.txt").write_text(original)  # updated back: idna goes again
-    notices = isolated_toml.refresh(pack, "updated")
+    notices = isolated_toml.refresh(pack, "updated").notices
     assert len(notices) == 1 and "(no longer idna)" in notices[0], notices
     r = airlock(comfy, "isolate", "--undo", "updated", home=home)
     assert r.returncode == 0, r.stderr + r.stdout

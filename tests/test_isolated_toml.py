@@ -37,7 +37,8 @@ def test_changes_compares_requirements_as_the_pack_lists_them():
 def test_what_isolate_added_for_an_undeclared_import_stays(tmp_path):
     pack = isolated(tmp_path, "six\n", {"iniconfig": "iniconfig==2.0.0"})
     (pack / "requirements.txt").write_text("six\nidna\n")
-    [notice] = isolated_toml.refresh(pack, "pack")
+    [notice], rewritten = isolated_toml.refresh(pack, "pack")
+    assert rewritten
     assert "(now also idna)" in notice
     assert deps(pack) == ["six", "idna", "iniconfig==2.0.0"]
     assert "#   iniconfig==2.0.0 (imported as iniconfig)" in (pack / "airlock.toml").read_text()
@@ -48,9 +49,10 @@ def test_a_record_from_before_the_rule_reads_the_added_ones_from_the_header(tmp_
     marker = json.loads((pack / isolated_toml.MARKER).read_text())
     del marker["added"]  # isolate recorded only the hash before ADR 0059
     isolated_toml.write_marker(pack, marker)
-    assert isolated_toml.refresh(pack, "pack") == []
+    assert isolated_toml.refresh(pack, "pack") == ([], False)
     (pack / "requirements.txt").write_text("idna\n")
-    [notice] = isolated_toml.refresh(pack, "pack")
+    [notice], rewritten = isolated_toml.refresh(pack, "pack")
+    assert rewritten
     assert "(now also idna; no longer six)" in notice
     assert deps(pack) == ["idna", "iniconfig==2.0.0"]
     marker = json.loads((pack / isolated_toml.MARKER).read_text())
@@ -62,13 +64,14 @@ def test_an_edited_file_is_left_as_it_is_and_what_it_lacks_is_named(tmp_path):
     pack = isolated(tmp_path, "six\n")
     edited = (pack / "airlock.toml").read_text() + 'python = "3.11"\n'
     (pack / "airlock.toml").write_text(edited)
-    assert isolated_toml.refresh(pack, "pack") == []  # edited, but the pack asks the same
+    assert isolated_toml.refresh(pack, "pack") == ([], False)  # edited, but the pack asks the same
     (pack / "requirements.txt").write_text("six\nidna\n")
-    [notice] = isolated_toml.refresh(pack, "pack")
+    [notice], rewritten = isolated_toml.refresh(pack, "pack")
+    assert not rewritten  # edited: left as it is
     assert "ask for idna, which" in notice and "you edited that file" in notice
     assert (pack / "airlock.toml").read_text() == edited
     (pack / "requirements.txt").write_text("")  # asks for less: nothing to add, nothing said
-    assert isolated_toml.refresh(pack, "pack") == []
+    assert isolated_toml.refresh(pack, "pack") == ([], False)
 
 
 def test_a_groups_file_follows_its_members(tmp_path):
@@ -81,7 +84,8 @@ def test_a_groups_file_follows_its_members(tmp_path):
     marker = {"airlock_toml_sha256": wrote, "group": ["a", "b"], "added": {}}
     isolated_toml.write_marker(group, marker)
     (group / "b" / "requirements.txt").write_text("idna\nsix>=1.16\n")
-    [notice] = isolated_toml.refresh(group, "ab")
+    [notice], rewritten = isolated_toml.refresh(group, "ab")
+    assert rewritten
     assert "(now also six>=1.16)" in notice
     config = tomllib.loads((group / "airlock.toml").read_text())
     assert config["packs"] == ["a", "b"] and config["dependencies"] == ["six", "idna", "six>=1.16"]
@@ -92,9 +96,9 @@ def test_a_pack_isolate_wrote_nothing_for_is_left_alone(tmp_path):
     pack.mkdir()
     (pack / "airlock.toml").write_text('dependencies = ["six"]\n')
     (pack / "requirements.txt").write_text("idna\n")
-    assert isolated_toml.refresh(pack, "own") == []  # no record: the pack's own config
+    assert isolated_toml.refresh(pack, "own") == ([], False)  # no record: the pack's own config
     isolated_toml.write_marker(pack, {"airlock_toml_sha256": None, "made_isolated_nodes": False})
-    assert isolated_toml.refresh(pack, "own") == []
+    assert isolated_toml.refresh(pack, "own") == ([], False)
     assert (pack / "airlock.toml").read_text() == 'dependencies = ["six"]\n'
 
 
@@ -102,6 +106,7 @@ def test_requirements_that_cannot_be_read_again_are_said_and_the_file_used(tmp_p
     pack = isolated(tmp_path, "six\n")
     text = (pack / "airlock.toml").read_text()
     (pack / "requirements.txt").write_text("-e ./local\n")
-    [notice] = isolated_toml.refresh(pack, "pack")
+    [notice], rewritten = isolated_toml.refresh(pack, "pack")
+    assert not rewritten
     assert "cannot be read again" in notice and "is used as it is" in notice
     assert (pack / "airlock.toml").read_text() == text

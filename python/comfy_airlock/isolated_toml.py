@@ -20,7 +20,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from comfy_airlock import pack_requirements
 
@@ -148,15 +148,28 @@ def _phrase(new: list[str], gone: list[str]) -> str:
     return "; ".join(parts) or "other package sources"
 
 
-def refresh(pack: Path, name: str) -> list[str]:
+class Refreshed(NamedTuple):
+    """What :func:`refresh` did."""
+
+    notices: list[str]
+    """What to log, one line each."""
+    rewritten: bool
+    """The file was written again now (the environment is then resolved again, and a failure
+    to resolve it is the update's, not the environment's that worked before)."""
+
+
+_UNCHANGED = Refreshed([], False)
+
+
+def refresh(pack: Path, name: str) -> Refreshed:
     """Brings the ``airlock.toml`` isolate wrote in ``pack`` in step with the pack's
-    requirements as they are now (see the module docstring); returns what to log. A pack
-    isolate did not write a file for (its own config, or no record) is left alone."""
+    requirements as they are now (see the module docstring). A pack isolate did not write a
+    file for (its own config, or no record) is left alone."""
     marker = read_marker(pack)
     wrote = marker.get("airlock_toml_sha256") if marker else None
     path = pack / AIRLOCK_TOML
     if not marker or not isinstance(wrote, str) or not path.is_file():
-        return []
+        return _UNCHANGED
     text = path.read_text(encoding="utf-8")
     members = marker.get("group")
     try:
@@ -166,36 +179,48 @@ def refresh(pack: Path, name: str) -> list[str]:
         else:
             needs = pack_requirements.read_pack_needs(pack)
     except (pack_requirements.RequirementsError, GroupNeedsError) as e:
-        return [f"its requirements cannot be read again ({e}): {path} is used as it is"]
+        return Refreshed(
+            [f"its requirements cannot be read again ({e}): {path} is used as it is"], False
+        )
     edited = sha(path) != wrote
     added = _added(marker, "" if edited else text)
     now = toml_text(name, needs, added)
     if hashlib.sha256(now.encode()).hexdigest() == wrote:
-        return []  # asks for what it asked for when isolate wrote the file
+        return _UNCHANGED  # asks for what it asked for when isolate wrote the file
     new, gone = changes(_dependencies(text), _dependencies(now))
     if edited:
         if not new:
-            return []
-        return [
-            f"its requirements ask for {', '.join(new)}, which {path} does not list; you "
-            "edited that file since `airlock isolate` wrote it, so it is left as it is: add "
-            "them there if the pack needs them"
-        ]
+            return _UNCHANGED
+        return Refreshed(
+            [
+                f"its requirements ask for {', '.join(new)}, which {path} does not list; you "
+                "edited that file since `airlock isolate` wrote it, so it is left as it is: "
+                "add them there if the pack needs them"
+            ],
+            False,
+        )
     marker["airlock_toml_sha256"] = write_toml(pack, name, needs, added)
     marker["added"] = added
     write_marker(pack, marker)
     if tomllib.loads(now) == tomllib.loads(text):
-        return []  # the same requirements, written by another version of isolate
-    return [
-        f"its requirements changed since `airlock isolate` wrote {path} ({_phrase(new, gone)}): "
-        "the file is written again from them and the environment resolved again"
-    ]
+        # The same requirements, written by another version of isolate: resolved as before.
+        return _UNCHANGED
+    return Refreshed(
+        [
+            f"its requirements changed since `airlock isolate` wrote {path} "
+            f"({_phrase(new, gone)}): the file is written again from them and the environment "
+            "resolved again"
+        ],
+        True,
+    )
 
 
-def refresh_notices(pack: Path, name: str) -> list[str]:
+def refresh_before_env(pack: Path, name: str) -> Refreshed:
     """:func:`refresh`, for a start or a build that goes on whatever it finds: an unreadable
     record or file is used as it is, and said."""
     try:
         return refresh(pack, name)
     except (OSError, ValueError) as e:
-        return [f"its airlock.toml could not be compared with its requirements: {e}"]
+        return Refreshed(
+            [f"its airlock.toml could not be compared with its requirements: {e}"], False
+        )

@@ -189,11 +189,7 @@ pub(crate) fn forward(
                 }
             };
             while let Ok(Some((end, dropped))) = read_piece(&mut reader, &mut raw, redraws) {
-                let text = String::from_utf8_lossy(&raw);
-                let mut line = text.trim_end_matches(['\n', '\r']).to_owned();
-                if dropped > 0 {
-                    line.push_str(&format!(" [... {dropped} more bytes of this line dropped]"));
-                }
+                let (line, end) = line_of(&raw, end, dropped);
                 for line in pieces.piece(line, end, Instant::now()) {
                     emit(&line);
                 }
@@ -208,6 +204,20 @@ pub(crate) fn forward(
     if spawned.is_err() {
         // No thread, no forwarding; the pipe closes and the worker sees EPIPE on output.
     }
+}
+
+/// The text of a piece read into `raw`, and how it is judged. A piece cut at [`MAX_LINE`] says
+/// how much of it was dropped, and is a line even when a `\r` ended it: no progress bar draws
+/// 64 KiB states, and a redraw may be replaced by the next unseen, which would lose the only
+/// word that bytes were dropped.
+fn line_of(raw: &[u8], end: End, dropped: usize) -> (String, End) {
+    let text = String::from_utf8_lossy(raw);
+    let mut line = text.trim_end_matches(['\n', '\r']).to_owned();
+    if dropped == 0 {
+        return (line, end);
+    }
+    line.push_str(&format!(" [... {dropped} more bytes of this line dropped]"));
+    (line, End::Line)
 }
 
 /// A record line is `level \t logger \t message`, with the message's newlines sent as NUL.
@@ -305,6 +315,34 @@ mod tests {
         // Drawn fast (all within REDRAW_EVERY): the first state and the closing one.
         let out = forwarded(&bar, Duration::ZERO);
         assert_eq!(out, ["  0%|", "100%|"]);
+    }
+
+    #[test]
+    fn a_cut_line_ended_by_a_return_is_forwarded_even_between_redraws() {
+        // A bar moving, then an endless line that a later `\r` ends, then more redraws, all
+        // within REDRAW_EVERY: the cut line, and the word that bytes were dropped, come out.
+        let mut input = b"\r 1%|\r 2%|\r".to_vec();
+        input.extend(vec![b'x'; MAX_LINE + 10]);
+        input.extend_from_slice(b"\r 3%|\r 4%|\r");
+        let mut r = BufReader::new(&input[..]);
+        let mut raw = Vec::new();
+        let mut pieces = Redraws::default();
+        let (t0, mut out) = (Instant::now(), Vec::new());
+        while let Some((end, dropped)) = read_piece(&mut r, &mut raw, true).unwrap() {
+            let (line, end) = line_of(&raw, end, dropped);
+            assert!(dropped == 0 || end == End::Line);
+            out.extend(pieces.piece(line, end, t0));
+        }
+        out.extend(pieces.finish());
+        assert!(
+            out.iter()
+                .any(|l| l.ends_with("[... 10 more bytes of this line dropped]")),
+            "{:?}",
+            out.iter()
+                .map(|l| &l[..l.len().min(40)])
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(out.first().map(String::as_str), Some(" 1%|"));
     }
 
     #[test]

@@ -135,7 +135,19 @@ impl Session<'_> {
         msg: &Message,
     ) -> Result<(), LaneError> {
         let lane = self.lane;
-        let mut sent = host.blocking(|| lane.send_within(msg, Some(TICK)));
+        let sent = host.blocking(|| lane.send_within(msg, Some(TICK)));
+        self.flushed(host, watch, sent)
+    }
+
+    /// A send that timed out (the worker did not take it all within a [`TICK`]) flushed to its
+    /// end, watching the interrupt sources each tick; any other outcome as it is.
+    fn flushed<H: CallHost>(
+        &self,
+        host: &mut H,
+        watch: &mut CallWatch<'_>,
+        mut sent: Result<(), LaneError>,
+    ) -> Result<(), LaneError> {
+        let lane = self.lane;
         while sent.as_ref().is_err_and(is_timeout) {
             watch.tick(self.process, || host.interrupted());
             sent = host.blocking(|| lane.flush_within(TICK));
@@ -158,15 +170,8 @@ impl Session<'_> {
             let first = sent.is_ok().then(|| lane.recv_within(TICK));
             (sent, first)
         });
-        if sent.as_ref().is_err_and(is_timeout) {
-            let mut sent = sent;
-            while sent.as_ref().is_err_and(is_timeout) {
-                watch.tick(self.process, || host.interrupted());
-                sent = host.blocking(|| lane.flush_within(TICK));
-            }
-            return sent.map(|()| None);
-        }
-        sent.map(|()| first)
+        // `first` is None when the send did not go at once: read after the flush.
+        self.flushed(host, watch, sent).map(|()| first)
     }
 
     /// Waits for the reply, handling events, questions and notices; `first` is a read already

@@ -86,19 +86,10 @@ def _refresh_isolated_toml(pack_dir: str, name: str) -> bool:
     """The airlock.toml ``airlock isolate`` wrote, made again from the pack's requirements when
     the pack was updated since (ADR 0059); what changed is logged. True when it was written
     again now."""
-    before = _isolate_wrote(pack_dir)
-    for notice in isolated_toml.refresh_notices(Path(pack_dir), name):
+    done = isolated_toml.refresh_before_env(Path(pack_dir), name)
+    for notice in done.notices:
         log.warning("[comfy-airlock] pack %r: %s", name, notice)
-    return _isolate_wrote(pack_dir) != before
-
-
-def _isolate_wrote(pack_dir: str) -> object:
-    """The hash isolate's record keeps of the airlock.toml it wrote (None: no record)."""
-    try:
-        marker = isolated_toml.read_marker(Path(pack_dir))
-    except (OSError, ValueError):
-        return None
-    return marker.get("airlock_toml_sha256") if marker else None
+    return done.rewritten
 
 
 # Said when an environment fails right after its airlock.toml was written again.

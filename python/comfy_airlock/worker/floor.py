@@ -69,9 +69,7 @@ def due(cuda: bool) -> bool:
         return False
     if not cuda and not (st["sim"] if st["sim"] is not None else _on_sim()):
         return False
-    if int(_STATE["attempts"] or 0) >= ATTEMPTS or time.monotonic() < float(
-        _STATE["next_try"] or 0.0
-    ):
+    if int(st["attempts"] or 0) >= ATTEMPTS or time.monotonic() < float(st["next_try"] or 0.0):
         return False
     return _may_have_context()
 

@@ -16,7 +16,7 @@ use super::{NO_BASE, Place, discover, where_packs_go};
 type Todo = (String, PathBuf, Option<String>, Option<PathBuf>);
 
 /// Brings the `airlock.toml` that `airlock isolate` wrote in a pack's folder in step with the
-/// pack's requirements (Python's `isolated_toml.refresh_notices`, ADR 0059), as ComfyUI's
+/// pack's requirements (Python's `isolated_toml.refresh_before_env`, ADR 0059), as ComfyUI's
 /// start does before the environment; returns what to say.
 pub type Refresh<'a> = &'a dyn Fn(&Path, &str) -> Vec<String>;
 

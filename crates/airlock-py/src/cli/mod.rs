@@ -188,7 +188,8 @@ pub fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
             let notices = || -> PyResult<Vec<String>> {
                 let path = py.import("pathlib")?.getattr("Path")?.call1((dir,))?;
                 py.import("comfy_airlock.isolated_toml")?
-                    .call_method1("refresh_notices", (path, name))?
+                    .call_method1("refresh_before_env", (path, name))?
+                    .getattr("notices")?
                     .extract()
             };
             notices().unwrap_or_else(|e| {

@@ -13,6 +13,7 @@
 //! call-deadline = 600                     # optional; seconds one call may run (see `worker_policy`)
 //! pickle = ["datetime.datetime"]          # optional; types that may cross with pickle
 //! prestart = true                         # optional; start its worker with ComfyUI
+//! comfy-nodes = false                     # optional; ComfyUI's own nodes not imported first
 //! packs = ["Pack-A", "Pack-B"]            # optional; a group: these subfolders, one worker
 //!
 //! [env_vars]
@@ -277,6 +278,7 @@ fn parse_airlock(doc: &Doc<'_>, c: &mut PackConfig) -> Result<(), ConfigError> {
             "sandbox" => c.policy.sandbox = worker_policy::sandbox(doc, k, v, &c.dir)?,
             "pickle" => c.policy.pickle = worker_policy::pickle(doc, k, v)?,
             "prestart" => c.policy.prestart = doc.bool(k, v)?,
+            "comfy-nodes" => c.policy.comfy_nodes = doc.bool(k, v)?,
             "packs" => {
                 if let Some(e) = &c.entry {
                     return Err(doc.invalid(k, v, e, group::NO_ENTRY));
@@ -460,6 +462,11 @@ KMP_DUPLICATE_LIB_OK = "TRUE"
             ),
             ("comfy = \"yes\"\n", 1, "`comfy` must be true or false"),
             ("prestart = 1\n", 1, "`prestart` must be true or false"),
+            (
+                "comfy-nodes = \"no\"\n",
+                1,
+                "`comfy-nodes` must be true or false",
+            ),
             ("entry = \"my-nodes\"\n", 1, "dotted module name"),
             ("name = \"a/b\"\n", 1, "without slashes"),
             (

@@ -127,8 +127,8 @@ fn info_dict<'py>(py: Python<'py>, i: &EnvInfo) -> PyResult<Bound<'py, PyDict>> 
     Ok(d)
 }
 
-/// `call_deadline` (seconds or None), `sandbox` (a dict), `pickle` (a list of names) and
-/// `prestart`.
+/// `call_deadline` (seconds or None), `sandbox` (a dict), `pickle` (a list of names),
+/// `prestart` and `comfy_nodes`.
 fn policy_items(py: Python<'_>, d: &Bound<'_, PyDict>, p: &WorkerPolicy) -> PyResult<()> {
     d.set_item("call_deadline", p.call_deadline.map(|t| t.as_secs_f64()))?;
     let s = PyDict::new(py);
@@ -139,6 +139,7 @@ fn policy_items(py: Python<'_>, d: &Bound<'_, PyDict>, p: &WorkerPolicy) -> PyRe
     d.set_item("sandbox", s)?;
     d.set_item("pickle", &p.pickle)?;
     d.set_item("prestart", p.prestart)?;
+    d.set_item("comfy_nodes", p.comfy_nodes)?;
     Ok(())
 }
 

@@ -77,6 +77,8 @@ class IsolatedPack:
     comfy: bool = True
     # airlock.toml `prestart`: its worker starts with ComfyUI (host/prestart.py).
     prestart: bool = False
+    # airlock.toml `comfy-nodes`: ComfyUI's own nodes imported before the pack (ADR 0060).
+    comfy_nodes: bool = True
     stats: PackStats = field(default_factory=PackStats)
     # Calls in flight: a worker with none is idle (its models are evicted first).
     busy: int = 0
@@ -117,6 +119,7 @@ class IsolatedPack:
             pickle=tuple(info.get("pickle") or ()),
             comfy=bool(info.get("comfy", True)),
             prestart=bool(info.get("prestart", False)),
+            comfy_nodes=bool(info.get("comfy_nodes", True)),
             comfyui_dir=comfyui_dir,
         )
 
@@ -133,6 +136,7 @@ class IsolatedPack:
             "members": list(self.members),
             "folder_paths": folders,
             "comfy_requirements": self.comfy,
+            "comfy_nodes": self.comfy_nodes,
             **comfy_state.host_identity(comfyui),
         }
         ours = {settings.ENV["comfy"]: json.dumps(comfy), settings.ENV["worker"]: "1"}

@@ -42,6 +42,7 @@ from comfy_airlock.worker import (
     import_misses,
     interrupts,
     models,
+    on_import,
     server_shim,
     startup,
     web_directory,
@@ -286,6 +287,8 @@ def _into_comfy_mappings() -> None:
     mappings = getattr(comfy_nodes, "NODE_CLASS_MAPPINGS", None)
     if not isinstance(mappings, dict):
         return
+    if not _COMFYS_OWN:  # `comfy-nodes = false`: ComfyUI's `nodes` imported after the start
+        _COMFYS_OWN.update(n for n in mappings if n not in _NODES)
     for node_id, cls in _NODES.items():
         if node_id not in _COMFYS_OWN:
             mappings[node_id] = cls
@@ -305,11 +308,18 @@ def _prepare(pack_dirs: list[str]) -> None:
         startup.run_prestartup(pack_dir)
     if _CONFIG.get("comfyui_dir"):
         startup.load_comfyui(
-            _CONFIG["comfyui_dir"], _run_async, _CONFIG.get("comfy_requirements", True)
+            _CONFIG["comfyui_dir"],
+            _run_async,
+            _CONFIG.get("comfy_requirements", True),
+            nodes=_CONFIG.get("comfy_nodes", True),
         )
         level = (_CONFIG.get("args") or {}).get("verbose") or "INFO"
         aimdo.start(bool(_CONFIG.get("aimdo")), str(level))  # as main.py, when the host runs it
         host_nodes.install()  # other packs' nodes, looked up by name (worker/host_nodes.py)
+        if not _CONFIG.get("comfy_nodes", True):
+            # ComfyUI's `nodes`, imported by the pack when it likes (ADR 0060), holds the
+            # pack's nodes from then on, as natively.
+            on_import.after_import("nodes", lambda _nodes: _into_comfy_mappings())
     _COMFYS_OWN.update(getattr(sys.modules.get("nodes"), "NODE_CLASS_MAPPINGS", None) or ())
 
 

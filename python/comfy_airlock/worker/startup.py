@@ -79,18 +79,26 @@ def has_comfy_requirements() -> bool:
 
 
 def load_comfyui(
-    comfyui_dir: str, run_async: Callable[[Any], Any], comfy_env: bool = True
+    comfyui_dir: str,
+    run_async: Callable[[Any], Any],
+    comfy_env: bool = True,
+    *,
+    nodes: bool = True,
 ) -> dict[str, Any]:
     """ComfyUI's state before custom nodes: ``main.py``'s imports, then what
     ``nodes.init_extra_nodes`` does before the custom nodes (public APIs, builtin extra nodes),
     then ``init_external_custom_nodes``' ``sys.path`` entry. API nodes (``comfy_api_nodes``)
     are not loaded: they cost most of a second more and no pack was seen to need them.
     Only in an env built with ComfyUI's requirements (``comfy_env``, from the env builder),
-    where torch, safetensors and PIL are importable. Returns what was done and how long it
+    where torch, safetensors and PIL are importable, and unless the pack's ``airlock.toml``
+    says ``comfy-nodes = false`` (``nodes``; ADR 0060: then only the ``sys.path`` entry, and
+    the pack imports what it uses of ComfyUI itself). Returns what was done and how long it
     took (for the log)."""
     start = time.perf_counter()
     done: dict[str, Any] = {"nodes": False, "imports_failed": [], "extras_failed": []}
-    if comfy_env and has_comfy_requirements():
+    if not nodes:
+        log.info("ComfyUI's nodes not imported before the pack (comfy-nodes = false)")
+    elif comfy_env and has_comfy_requirements():
         for name in _MAIN_IMPORTS:
             try:
                 importlib.import_module(name)
@@ -99,10 +107,10 @@ def load_comfyui(
                 # import, with this line in the log to say why.
                 log.warning("ComfyUI's %s did not import in this environment: %s", name, e)
                 done["imports_failed"].append(name)
-        nodes = sys.modules.get("nodes")
-        if nodes is not None:
-            run_async(nodes.init_public_apis())
-            done["extras_failed"] = run_async(nodes.init_builtin_extra_nodes())
+        comfy_nodes = sys.modules.get("nodes")
+        if comfy_nodes is not None:
+            run_async(comfy_nodes.init_public_apis())
+            done["extras_failed"] = run_async(comfy_nodes.init_builtin_extra_nodes())
             done["nodes"] = True
     else:
         log.debug("an env without ComfyUI's requirements: ComfyUI's builtin nodes not loaded")
@@ -116,5 +124,6 @@ def load_comfyui(
             "builtin extra nodes that did not import in this env (as ComfyUI would report): %s",
             ", ".join(done["extras_failed"]),
         )
-    log.info("ComfyUI's nodes loaded in the worker in %.2f s", done["seconds"])
+    if done["nodes"]:
+        log.info("ComfyUI's nodes loaded in the worker in %.2f s", done["seconds"])
     return done

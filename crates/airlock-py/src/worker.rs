@@ -73,7 +73,7 @@ pub fn connect(
     } = connected;
     let signal = adopt_signal_page()?.map(Arc::new);
     if let Some(page) = &signal {
-        lane.stamp(page.clone());
+        lane.attach_page(page.clone());
     }
     // The route lane's link: its own calls, never interrupted (the host never raises the
     // page for them), no route lane of its own.

@@ -72,15 +72,17 @@ impl CallLane {
         self.framed.label()
     }
 
-    /// Notes this side's receipts and sends in the worker's shared page and reads the peer's
-    /// there, so a read that slept judges the peer by how long it took to answer, not by when
-    /// we woke (ADR 0046).
-    pub fn stamp(&self, page: Arc<SignalPage>) {
+    /// Shares the worker's page with the peer: this side's receipts and sends are noted there
+    /// and the peer's read, so a read that slept judges the peer by how long it took to
+    /// answer, not by when we woke (ADR 0046); and small frames travel through its mailboxes
+    /// instead of the socket (ADR 0061).
+    pub fn attach_page(&self, page: Arc<SignalPage>) {
         let (side, peer) = {
             let shm = self.shm();
             (shm.side(), shm.peer_side())
         };
-        self.framed.stamp(page, side, peer);
+        self.framed.stamp(page.clone(), side, peer);
+        self.framed.open_mail(page, side, peer);
     }
 
     fn shm(&self) -> std::sync::MutexGuard<'_, ShmState> {

@@ -32,6 +32,7 @@ mod guard;
 mod lane;
 mod launch;
 mod liveness;
+mod mailbox;
 mod outbox;
 mod output;
 mod private_tmp;

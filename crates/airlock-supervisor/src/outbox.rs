@@ -27,6 +27,11 @@ pub(crate) struct Outbox {
     sent: usize,
     /// Fds not yet sent; each goes no later than the first byte of the frame announcing it.
     fds: VecDeque<OwnedFd>,
+    /// Bytes ever queued: where the next frame starts in the stream (a mail says how far the
+    /// reader must have read the socket before it, ADR 0061).
+    total: u64,
+    /// Frames encoded for a mail.
+    aside: Vec<u8>,
 }
 
 pub(crate) fn timed_out() -> LaneError {
@@ -44,7 +49,34 @@ impl Outbox {
             }
         }
         self.fds.extend(fds);
+        self.total += (self.buf.len() - mark) as u64;
         Ok(())
+    }
+
+    /// Encodes `msgs` as consecutive frames aside, as [`Outbox::queue`] would queue them, for
+    /// a mail (ADR 0061); their length.
+    pub fn encode_aside(&mut self, msgs: &[&Message]) -> Result<usize, LaneError> {
+        self.aside.clear();
+        for m in msgs {
+            encode_frame(m, &mut self.aside)?;
+        }
+        Ok(self.aside.len())
+    }
+
+    /// The frames [`Outbox::encode_aside`] made.
+    pub fn aside(&self) -> &[u8] {
+        &self.aside
+    }
+
+    /// Queues the frames [`Outbox::encode_aside`] made, when they cannot go as a mail.
+    pub fn queue_aside(&mut self) {
+        self.buf.extend_from_slice(&self.aside);
+        self.total += self.aside.len() as u64;
+    }
+
+    /// Bytes ever queued (see the field).
+    pub fn total(&self) -> u64 {
+        self.total
     }
 
     /// Whether bytes are queued that the peer has not taken yet.
@@ -54,10 +86,13 @@ impl Outbox {
 
     /// Writes what is queued; waits for room until `deadline` (None: as long as it takes),
     /// then returns `TimedOut` with the rest still queued.
+    /// `before_wait` runs before each wait for room: a reader that sleeps where only a bell
+    /// reaches it (ADR 0061) must hear that bytes are there before we wait for it to take them.
     pub fn flush(
         &mut self,
         sock: BorrowedFd<'_>,
         deadline: Option<Instant>,
+        before_wait: &dyn Fn(),
     ) -> Result<(), LaneError> {
         while self.pending() {
             // At most one read's worth of fds per write; with more waiting, the write is one
@@ -77,6 +112,7 @@ impl Outbox {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     drop(fds);
+                    before_wait();
                     wait_writable(sock, deadline)?;
                 }
                 Err(e) => return Err(e.into()),
@@ -145,7 +181,7 @@ mod tests {
         out.queue(&[&big], Vec::new()).unwrap();
         let start = Instant::now();
         let deadline = Some(start + Duration::from_millis(50));
-        let e = out.flush(a.as_fd(), deadline).unwrap_err();
+        let e = out.flush(a.as_fd(), deadline, &|| ()).unwrap_err();
         assert!(matches!(&e, LaneError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut));
         assert!(
             start.elapsed() < Duration::from_secs(2),
@@ -159,7 +195,7 @@ mod tests {
             got
         });
         out.queue(&[&Message::Shutdown], Vec::new()).unwrap();
-        out.flush(a.as_fd(), None).unwrap();
+        out.flush(a.as_fd(), None, &|| ()).unwrap();
         drop(a);
         let got = reader.join().unwrap();
         let mut dec = airlock_wire::FrameDecoder::new();

@@ -97,7 +97,7 @@ impl WorkerProcess {
             side_pool(&spec.pool, "events"),
         ));
         let signal = Arc::new(l.signal);
-        call.stamp(signal.clone());
+        call.attach_page(signal.clone());
         let control = Arc::new(ControlLane::from_framed(control));
         // Input refused on either lane ends this worker (guard.rs).
         let heard = Arc::new(Heard::new());

@@ -14,6 +14,9 @@
 //! without anybody's wake-up (ADR 0046). A worker that writes nonsense there changes only whether the host's reads spin, for at most
 //! the spin budget per read.
 //!
+//! After that page come the call lane's two mailboxes, one for each direction (ADR 0061,
+//! [`crate::mailbox`]).
+//!
 //! The page is a sealed memfd, inherited by the worker on a fixed descriptor
 //! ([`SIGNAL_FD`]), never a name in `/dev/shm`.
 
@@ -34,6 +37,9 @@ pub const SIGNAL_FD: i32 = 4;
 pub const SIGNAL_FD_ENV: &str = "AIRLOCK_SIGNAL_FD";
 
 const PAGE: usize = 4096;
+/// The whole mapping: the page of atomics, then a mailbox for each direction of the call lane
+/// (the worker's reads first, then the host's; ADR 0061).
+const SIZE: usize = PAGE + 2 * crate::mailbox::BOX_BYTES;
 /// The page's atomics, by index: the interrupt, then each side's last receipt and last send.
 const INTERRUPT: usize = 0;
 const HOST_GOT: usize = 1;
@@ -59,7 +65,7 @@ impl SignalPage {
             "airlock-signal",
             MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
         )?;
-        rustix::fs::ftruncate(&fd, PAGE as u64)?;
+        rustix::fs::ftruncate(&fd, SIZE as u64)?;
         rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
         let mut page = Self::map(fd.as_fd())?;
         page.fd = Some(fd);
@@ -70,9 +76,9 @@ impl SignalPage {
     /// the worker starts inherits it.
     pub fn adopt(fd: OwnedFd) -> std::io::Result<SignalPage> {
         let size = rustix::fs::fstat(&fd)?.st_size;
-        if size < PAGE as i64 {
+        if size < SIZE as i64 {
             return Err(std::io::Error::other(format!(
-                "signal page is {size} bytes, expected {PAGE}"
+                "signal page is {size} bytes, expected {SIZE}"
             )));
         }
         Self::map(fd.as_fd())
@@ -108,7 +114,7 @@ impl SignalPage {
         let ptr = unsafe {
             rustix::mm::mmap(
                 std::ptr::null_mut(),
-                PAGE,
+                SIZE,
                 ProtFlags::READ | ProtFlags::WRITE,
                 MapFlags::SHARED,
                 fd,
@@ -163,6 +169,27 @@ impl SignalPage {
     }
 }
 
+impl SignalPage {
+    /// The call lane's mailbox that `reader` reads (ADR 0061). It lives as long as the page:
+    /// the caller keeps the page with it.
+    pub(crate) fn mailbox(&self, reader: Side) -> crate::mailbox::Mailbox {
+        let index = match reader {
+            Side::Worker => 0,
+            Side::Host => 1,
+        };
+        // SAFETY: the mapping is SIZE bytes, page-aligned; each mailbox is BOX_BYTES of it
+        // past the first page, and the caller keeps the page mapped while it uses it.
+        unsafe {
+            crate::mailbox::Mailbox::at(
+                self.ptr
+                    .as_ptr()
+                    .cast::<u8>()
+                    .add(PAGE + index * crate::mailbox::BOX_BYTES),
+            )
+        }
+    }
+}
+
 impl LaneStamps for SignalPage {
     fn got(&self, side: Side, now_ns: u64) {
         self.slot(slots(side).0).store(now_ns, Ordering::Release);
@@ -193,7 +220,7 @@ impl Drop for SignalPage {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly what `map` mapped.
         unsafe {
-            let _ = rustix::mm::munmap(self.ptr.as_ptr().cast(), PAGE);
+            let _ = rustix::mm::munmap(self.ptr.as_ptr().cast(), SIZE);
         }
     }
 }

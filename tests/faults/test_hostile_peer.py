@@ -16,6 +16,16 @@ from comfy_airlock import _native
 from .chaos import iterations
 
 
+@pytest.fixture(autouse=True)
+def _replies_through_the_socket(monkeypatch):
+    """These workers write raw frames on the call lane's socket ahead of their reply, as a
+    hostile worker would. A reply that goes by mail (ADR 0061) may be taken before bytes the
+    lane never counted, so the refusal would come one call later: the mailboxes are off here,
+    and the socket's framing is what these tests check (the mailbox's own refusals are tested
+    in `airlock-supervisor`, and garbage ahead of a mailed reply below)."""
+    monkeypatch.setenv("AIRLOCK_LANE_MAIL", "off")
+
+
 def _frame(body: bytes) -> bytes:
     return struct.pack("<I", len(body)) + body
 
@@ -60,6 +70,28 @@ def test_corrupt_frames_are_refused_and_counted(spawn, fault, leaks, kind):
             run.outcome(f"refused ({counter})")
             run.check_leaks(i, leaks.check([w]))
     run.finish()
+
+
+def test_garbage_ahead_of_a_mailed_reply_is_refused_when_the_socket_is_read(
+    spawn, leaks, monkeypatch
+):
+    """With the mailboxes on, a reply by mail may be taken before bytes the worker wrote on
+    the socket outside the lane's framing (ADR 0061): the host reads them, and refuses them,
+    when it next reads the socket, here for a reply too large for the mailbox. Nothing of
+    them reaches a caller, and the worker is ended as for any refused input."""
+    monkeypatch.setenv("AIRLOCK_LANE_MAIL", "on")
+    w = spawn()
+    w.call("fault_targets:echo", 0)
+    before = _native.rejections()["frame_too_large"]
+    data = struct.pack("<I", 0xFFFFFFF0) + b"\0" * 12
+    with pytest.raises(comfy_airlock.ProtocolError, match=r"exceeds the limit") as info:
+        w.call("fault_targets:write_raw", data)
+        w.call("fault_targets:echo", list(range(5000)))  # an inline reply of ~40 KiB
+    assert f"worker '{w.name}'" in str(info.value)
+    assert _native.rejections()["frame_too_large"] == before + 1
+    assert not w.alive
+    assert w.call("fault_targets:echo", 1) == 1
+    assert leaks.check([w]) == []
 
 
 def test_truncated_frame_is_refused_and_counted(spawn, fault, leaks):

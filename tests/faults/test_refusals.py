@@ -17,6 +17,17 @@ from comfy_airlock import _native
 
 from .chaos import iterations
 
+
+@pytest.fixture(autouse=True)
+def _replies_through_the_socket(monkeypatch):
+    """These workers write raw frames on the call lane's socket ahead of their reply, as a
+    hostile worker would. A reply that goes by mail (ADR 0061) may be taken before bytes the
+    lane never counted, so the refusal would come one call later: the mailboxes are off here,
+    and the socket's framing is what these tests check (the mailbox's own refusals are tested
+    in `airlock-supervisor`, and garbage ahead of a mailed reply in test_hostile_peer.py)."""
+    monkeypatch.setenv("AIRLOCK_LANE_MAIL", "off")
+
+
 # case -> (target, args, the error's words, the counter that moves)
 CALL_LANE = {
     "unexpected Pong": ("write_frame", ("pong",), r"unexpected Pong on the call lane"),

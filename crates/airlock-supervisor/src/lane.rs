@@ -82,7 +82,9 @@ impl CallLane {
             (shm.side(), shm.peer_side())
         };
         self.framed.stamp(page.clone(), side, peer);
-        self.framed.open_mail(page, side, peer);
+        if crate::mailbox::enabled(std::env::var(crate::mailbox::MAIL_ENV).ok().as_deref()) {
+            self.framed.open_mail(page, side, peer);
+        }
     }
 
     fn shm(&self) -> std::sync::MutexGuard<'_, ShmState> {

@@ -36,6 +36,16 @@ pub const CAPACITY: usize = BOX_BYTES - HEADER_BYTES;
 /// its peer go away: the longest a worker takes to notice its host died while it was idle.
 pub(crate) const FUTEX_SLICE: Duration = Duration::from_millis(50);
 
+/// The variable that turns the mailboxes off for the lanes a process opens (`off`): either
+/// side's suffices, since a writer posts only to a reader that reads its mailbox.
+pub const MAIL_ENV: &str = "AIRLOCK_LANE_MAIL";
+
+/// Whether a value of [`MAIL_ENV`] leaves the mailboxes on (pure: no environment read).
+pub fn enabled(raw: Option<&str>) -> bool {
+    !raw.map(|s| s.trim().to_ascii_lowercase())
+        .is_some_and(|s| ["off", "0", "no", "false", "never"].contains(&s.as_str()))
+}
+
 /// Where the reader of a mailbox is, as its writer needs to know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -260,6 +270,16 @@ mod tests {
             // SAFETY: BOX_BYTES of an 8-aligned buffer that outlives the test's use.
             unsafe { Mailbox::at(self.0.as_mut_ptr().cast()) }
         }
+    }
+
+    #[test]
+    fn the_mailboxes_are_on_unless_turned_off() {
+        assert!(enabled(None));
+        assert!(enabled(Some("")));
+        assert!(enabled(Some("on")));
+        assert!(!enabled(Some("off")));
+        assert!(!enabled(Some(" 0 ")));
+        assert!(!enabled(Some("False")));
     }
 
     #[test]

@@ -206,7 +206,8 @@ def _call_lane_fd():
 
 
 def write_raw(data, then_close=False, then_sleep=0.0):
-    """Writes ``data`` on the call lane, ahead of this call's reply; optionally shuts the
+    """Writes ``data`` on the call lane's socket, ahead of this call's reply (which may go by
+    mail, ADR 0061); optionally shuts the
     lane's writing side (the host sees the stream end inside a frame) and lingers."""
     fd = _call_lane_fd()
     os.write(fd, data)

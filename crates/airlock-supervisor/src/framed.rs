@@ -625,7 +625,7 @@ mod tests {
             std::thread::spawn(move || {
                 let mut fds = Vec::new();
                 while let Some(m) = next(&worker, &mut fds) {
-                    let fd: Vec<OwnedFd> = fds.drain(..).collect();
+                    let fd = std::mem::take(&mut fds);
                     worker.send(&[&m], fd).unwrap();
                 }
             })

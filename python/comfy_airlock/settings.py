@@ -473,6 +473,13 @@ RUST_ONLY: dict[str, tuple[str, str, str]] = {
         "twice what the lane's recent wake-ups took, 5 to 1000 (ADR 0046); `0` sleeps at once; "
         "at most `1000`",
     ),
+    "AIRLOCK_LANE_MAIL": (
+        "airlock-supervisor/src/mailbox.rs",
+        "on",
+        "`off` sends every frame of a call lane through its socket: by default a small one "
+        "without descriptors goes through a mailbox in the page host and worker share, and a "
+        "sleeping reader is woken by a futex (ADR 0061); either side's `off` suffices",
+    ),
     "AIRLOCK_SIM_SEMANTICS": (
         "airlock-sim/src/semantics.rs",
         "`device_wide`",

@@ -1,5 +1,9 @@
 //! A framed Unix socket, usable from any thread.
 //!
+//! The node-call lane also has a mailbox each way in the worker's shared page: its small
+//! frames go there, in order with the socket's, and its reader sleeps on a futex before it
+//! sleeps in the socket ([`crate::mailbox`], ADR 0061).
+//!
 //! A lane belongs to the process that opened it. A child forked by a pack inherits the socket
 //! and a copy of the pool's bookkeeping; if it wrote a frame, or leased and filled a region of
 //! the shared segments, it would corrupt the parent's exchange (a second reply, bytes

@@ -1,6 +1,8 @@
 //! The lanes of a worker connection, usable from any thread: calls and everything about
 //! tensors on a call lane (two of them: the node calls' and the HTTP routes', ADR 0055),
-//! heartbeats and commands on the control lane. All are [`Framed`] sockets.
+//! heartbeats and commands on the control lane. All are [`Framed`] sockets; the node-call
+//! lane's small frames go by mailbox once [`CallLane::attach_page`] shares the worker's page
+//! (ADR 0061).
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;

@@ -66,8 +66,10 @@ struct Reader {
     mailed: airlock_wire::FrameDecoder,
     /// Bytes read from the socket so far.
     sock_bytes: u64,
-    /// The inbox's bell when the socket was last asked: unchanged, nothing was sent since.
-    bell_seen: u32,
+    /// The inbox's count of socket sends when the socket was last asked: unchanged, the peer
+    /// sent nothing that way since (ADR 0061); None until the first ask, since what the peer
+    /// sent before it opened its mailbox rang nothing.
+    socket_rings: Option<u32>,
 }
 
 /// A call lane's two mailboxes in the worker's shared page, and the page that holds them.
@@ -100,7 +102,7 @@ impl Framed {
                 held: None,
                 mailed: airlock_wire::FrameDecoder::new(),
                 sock_bytes: 0,
-                bell_seen: 0,
+                socket_rings: None,
             }),
             writer: Mutex::new(Outbox::default()),
             owner: airlock_shm::current_pid(),
@@ -207,35 +209,41 @@ impl Framed {
         self.check_owner()?;
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut out = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let mail = self.mail.get();
-        match mail {
-            Some(mail) if fds.is_empty() && !out.pending() => {
-                let len = out.encode_aside(msgs)?;
-                if mail.outbox.can_post(len) {
-                    self.note_send();
-                    if !mail.outbox.post(out.aside(), out.total()) {
-                        return Ok(());
-                    }
-                    // The peer went to sleep in the socket as we posted: it hears this.
-                    out.queue(&[&nudge()], Vec::new())?;
-                } else {
-                    out.queue_aside();
-                    self.note_send();
-                }
+        // With nothing of ours left for the socket, frames that fit the peer's free mailbox go
+        // there (ADR 0061): encoded as for the socket, then taken back.
+        let postable = fds.is_empty() && !out.pending();
+        out.queue(msgs, fds)?;
+        self.note_send();
+        if let Some(mail) = self.mail()
+            && postable
+            && mail.outbox.can_post(out.unsent().len())
+        {
+            let before = out.total() - out.unsent().len() as u64;
+            let nudge_owed = mail.outbox.post(out.unsent(), before);
+            out.unqueue();
+            if !nudge_owed {
+                return Ok(());
             }
-            _ => {
-                out.queue(msgs, fds)?;
-                self.note_send();
-            }
+            // The peer went to sleep in the socket as we posted: it hears this.
+            out.queue(&[&nudge()], Vec::new())?;
         }
         self.flush(&mut out, deadline)
+    }
+
+    /// The lane's mailboxes, once both sides read theirs: a peer that never opened its own
+    /// (`AIRLOCK_LANE_MAIL=off` there) rings no bell when it writes the socket, so we must
+    /// not wait on one.
+    fn mail(&self) -> Option<&Mail> {
+        self.mail
+            .get()
+            .filter(|m| m.outbox.state() != ReaderState::Detached)
     }
 
     /// Writes what `out` holds, ringing the peer's bell before any wait for room and after.
     fn flush(&self, out: &mut Outbox, deadline: Option<Instant>) -> Result<(), LaneError> {
         let ring = || {
             if let Some(mail) = self.mail.get() {
-                mail.outbox.ring();
+                mail.outbox.ring_socket();
             }
         };
         let flushed = out.flush(self.sock.as_fd(), deadline, &ring);
@@ -317,7 +325,7 @@ impl Framed {
         self.check_owner()?;
         let timeout = timeout.map(|t| t.max(Duration::from_millis(1)));
         let deadline = timeout.map(|t| Instant::now() + t);
-        if self.mail.get().is_none() {
+        if self.mail().is_none() {
             self.set_read_timeout(timeout)?;
         }
         let mut r = self.reader.lock().unwrap_or_else(|p| p.into_inner());
@@ -414,7 +422,7 @@ impl Framed {
         let stamps = self.stamps.get();
         let peer = stamps.map(|(stamps, _, peer)| move || stamps.last(*peer));
         let peer = peer.as_ref().map(|f| f as &dyn Fn() -> (u64, u64));
-        let mail = self.mail.get();
+        let mail = self.mail();
         let got = crate::spin::read(budget, &self.spin, peer, |block| match (mail, block) {
             (None, block) => self.read_sock(r, block),
             (Some(mail), false) => self.try_fill(r, mail, false),
@@ -457,7 +465,7 @@ impl Framed {
     }
 
     /// Without waiting: takes the inbox's mail if the socket bytes before it were read, and
-    /// asks the socket if they were not, if the bell rang since it was last asked, if a frame
+    /// asks the socket if they were not, if the peer sent that way since it was last asked, if a frame
     /// is half read (its rest comes that way) or if `ask_socket`; `WouldBlock` if nothing came.
     fn try_fill(&self, r: &mut Reader, mail: &Mail, ask_socket: bool) -> std::io::Result<()> {
         if let Some(before) = mail.inbox.waiting() {
@@ -466,9 +474,9 @@ impl Framed {
             }
             return self.read_sock(r, false);
         }
-        let bell = mail.inbox.bell();
-        if ask_socket || bell != r.bell_seen || r.decoder.pending() > 0 {
-            r.bell_seen = bell;
+        let rung = Some(mail.inbox.socket_rings());
+        if ask_socket || rung != r.socket_rings || r.decoder.pending() > 0 {
+            r.socket_rings = rung;
             return self.read_sock(r, false);
         }
         Err(std::io::ErrorKind::WouldBlock.into())
@@ -534,8 +542,8 @@ impl Framed {
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
         // Whoever sleeps on a bell, here or in the peer, looks at the socket now.
         if let Some(mail) = self.mail.get() {
-            mail.inbox.ring();
-            mail.outbox.ring();
+            mail.inbox.ring_socket();
+            mail.outbox.ring_socket();
         }
     }
 
@@ -713,6 +721,47 @@ mod tests {
         let (id, took) = reader.join().unwrap();
         assert_eq!(id, 3);
         assert!(took < Duration::from_secs(20), "{took:?}");
+    }
+
+    #[test]
+    fn a_peer_without_mailboxes_is_read_through_the_socket_at_once() {
+        // The worker's side never opens its mailboxes (`AIRLOCK_LANE_MAIL=off` there): it
+        // rings no bell, so the host must not sleep on one (a minute here).
+        let (a, b) = UnixStream::pair().unwrap();
+        let page = Arc::new(SignalPage::create().unwrap());
+        let host = Framed::new(a);
+        let worker = Framed::new(b);
+        host.open_mail_sliced(
+            page.clone(),
+            Side::Host,
+            Side::Worker,
+            Duration::from_secs(60),
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for _ in 0..3 {
+                let got = host.recv(|m, _| Ok(Some(m))).unwrap();
+                if tx.send(got.map(|m| id_of(&m))).is_err() {
+                    return;
+                }
+            }
+        });
+        for id in 1..=3 {
+            std::thread::sleep(Duration::from_millis(20));
+            worker.send(&[&event(id, 10)], Vec::new()).unwrap();
+            let got = rx.recv_timeout(Duration::from_secs(5));
+            assert_eq!(
+                got,
+                Ok(Some(id)),
+                "read at once, not after the bell's slice"
+            );
+        }
+        assert_eq!(page.mailbox(Side::Host).posted(), 0);
+        assert_eq!(
+            page.mailbox(Side::Worker).posted(),
+            0,
+            "nobody reads it: no mail"
+        );
     }
 
     #[test]

@@ -30,8 +30,6 @@ pub(crate) struct Outbox {
     /// Bytes ever queued: where the next frame starts in the stream (a mail says how far the
     /// reader must have read the socket before it, ADR 0061).
     total: u64,
-    /// Frames encoded for a mail.
-    aside: Vec<u8>,
 }
 
 pub(crate) fn timed_out() -> LaneError {
@@ -53,25 +51,15 @@ impl Outbox {
         Ok(())
     }
 
-    /// Encodes `msgs` as consecutive frames aside, as [`Outbox::queue`] would queue them, for
-    /// a mail (ADR 0061); their length.
-    pub fn encode_aside(&mut self, msgs: &[&Message]) -> Result<usize, LaneError> {
-        self.aside.clear();
-        for m in msgs {
-            encode_frame(m, &mut self.aside)?;
-        }
-        Ok(self.aside.len())
+    /// The bytes queued and not yet written.
+    pub fn unsent(&self) -> &[u8] {
+        &self.buf[self.sent..]
     }
 
-    /// The frames [`Outbox::encode_aside`] made.
-    pub fn aside(&self) -> &[u8] {
-        &self.aside
-    }
-
-    /// Queues the frames [`Outbox::encode_aside`] made, when they cannot go as a mail.
-    pub fn queue_aside(&mut self) {
-        self.buf.extend_from_slice(&self.aside);
-        self.total += self.aside.len() as u64;
+    /// Takes back the bytes queued and not yet written (they went as a mail, ADR 0061).
+    pub fn unqueue(&mut self) {
+        self.total -= (self.buf.len() - self.sent) as u64;
+        self.buf.truncate(self.sent);
     }
 
     /// Bytes ever queued (see the field).

@@ -86,7 +86,7 @@ def test_garbage_ahead_of_a_mailed_reply_is_refused_when_the_socket_is_read(
     data = struct.pack("<I", 0xFFFFFFF0) + b"\0" * 12
     with pytest.raises(comfy_airlock.ProtocolError, match=r"exceeds the limit") as info:
         w.call("fault_targets:write_raw", data)
-        w.call("fault_targets:echo", list(range(5000)))  # an inline reply of ~40 KiB
+        w.call("fault_targets:echo", list(range(50000)))  # an inline reply over 100 KiB
     assert f"worker '{w.name}'" in str(info.value)
     assert _native.rejections()["frame_too_large"] == before + 1
     assert not w.alive

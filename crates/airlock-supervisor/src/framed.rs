@@ -231,8 +231,8 @@ impl Framed {
     }
 
     /// The lane's mailboxes, once both sides read theirs: a peer that never opened its own
-    /// (`AIRLOCK_LANE_MAIL=off` there) rings no bell when it writes the socket, so we must
-    /// not wait on one.
+    /// (the mailboxes turned off there, [`crate::mailbox::MAIL_ENV`]) rings no bell when it
+    /// writes the socket, so we must not wait on one.
     fn mail(&self) -> Option<&Mail> {
         self.mail
             .get()

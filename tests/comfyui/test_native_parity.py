@@ -106,6 +106,8 @@ def test_v3_object_info_is_native(pair):
         "ShapesV3Old",
         "ShapesV3Prompt",
         "ShapesV3ClassOf",
+        "ShapesV3Join",
+        "ShapesV3Pick",
     }
     # A str Enum in a schema (display_mode) serves as its value, as natively.
     assert native["ShapesV3Repeat"]["input"]["required"]["times"][1]["display"] == "slider"
@@ -212,6 +214,41 @@ def test_v3_outputs_are_native(pair):
     # An input named "prompt" is the input, and hidden PROMPT the prompt (Easy-Use's
     # promptLine has both: the isolated node lost its input before this was fixed).
     assert native["5"]["text"] == ["a dog@4[1,2,3,4,5]"]
+
+
+def test_v3_dynamic_inputs_are_native(pair):
+    # Autogrow and DynamicCombo (nested, with a tensor behind a choice): the prompt names the
+    # inputs by path; ComfyUI expands the schema and nests them before the node runs.
+    prompt = {
+        "1": {
+            "class_type": "ShapesV3Join",
+            "inputs": {"parts.part0": "a", "parts.part1": "b", "parts.part2": "c", "sep": "+"},
+        },
+        "2": {"class_type": "PreviewAny", "inputs": {"source": ["1", 0]}},
+        "3": {"class_type": "ShapesV3Noise", "inputs": {"seed": 5}},
+        "4": {
+            "class_type": "ShapesV3Pick",
+            "inputs": {
+                "mode": "image",
+                "mode.image": ["3", 0],
+                "mode.how": "scale",
+                "mode.how.factor": 0.5,
+            },
+        },
+        "5": {"class_type": "ShapesV3Digest", "inputs": {"image": ["4", 0], "label": ["4", 1]}},
+        "6": {"class_type": "ShapesV3Pick", "inputs": {"mode": "text", "mode.text": "hi"}},
+        "7": {"class_type": "ShapesV3Digest", "inputs": {"image": ["6", 0], "label": ["6", 1]}},
+        "8": {
+            "class_type": "ShapesV3Pick",
+            "inputs": {"mode": "image", "mode.image": ["3", 0], "mode.how": "invert"},
+        },
+        "9": {"class_type": "ShapesV3Digest", "inputs": {"image": ["8", 0], "label": ["8", 1]}},
+    }
+    native, _ = assert_same_outputs(pair, prompt)
+    assert native["2"]["text"] == ["part0=a+part1=b+part2=c"]
+    assert native["5"]["text"][0] == "image:scale:how,image,mode;factor,how"
+    assert native["7"]["text"][0] == "text:hi"
+    assert native["9"]["text"][0] == "image:invert:how,image,mode;how"
 
 
 def test_another_packs_node_is_in_node_class_mappings(pair):

@@ -1,6 +1,7 @@
 """Test pack: V3 nodes, with the schema fields whose /object_info form differs between a V3
 class and a V1 one (deprecated/experimental false, tooltips, no search aliases, hidden
-inputs), an override of each optional method, and nodes whose outputs compare bit for bit."""
+inputs), an override of each optional method, nodes whose outputs compare bit for bit, and
+dynamic inputs (Autogrow, nested DynamicCombo) as ComfyUI's own V3 nodes declare them."""
 
 import hashlib
 
@@ -157,9 +158,76 @@ class V3ClassOf(io.ComfyNode):
         )
 
 
+class V3Join(io.ComfyNode):
+    """A growing list of inputs (``io.Autogrow``, as ComfyUI's own And/Or nodes): the prompt
+    names them ``parts.part0``, ``parts.part1``...; the node gets them as one dict."""
+
+    @classmethod
+    def define_schema(cls):
+        template = io.Autogrow.TemplatePrefix(input=io.String.Input("part"), prefix="part", min=1)
+        return io.Schema(
+            node_id="ShapesV3Join",
+            category="airlock shapes/v3",
+            inputs=[
+                io.Autogrow.Input("parts", template=template),
+                io.String.Input("sep", default="/"),
+            ],
+            outputs=[io.String.Output()],
+        )
+
+    @classmethod
+    def execute(cls, parts: io.Autogrow.Type, sep: str) -> io.NodeOutput:
+        return io.NodeOutput(sep.join(f"{k}={v}" for k, v in parts.items()))
+
+
+class V3Pick(io.ComfyNode):
+    """Inputs that depend on a combo's choice (``io.DynamicCombo``, nested once), a tensor
+    among them: the prompt names them ``mode.text``, ``mode.image``, ``mode.how.factor``."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Pick",
+            category="airlock shapes/v3",
+            inputs=[
+                io.DynamicCombo.Input(
+                    "mode",
+                    options=[
+                        io.DynamicCombo.Option("text", [io.String.Input("text")]),
+                        io.DynamicCombo.Option(
+                            "image",
+                            [
+                                io.Image.Input("image"),
+                                io.DynamicCombo.Input(
+                                    "how",
+                                    options=[
+                                        io.DynamicCombo.Option(
+                                            "scale", [io.Float.Input("factor", default=2.0)]
+                                        ),
+                                        io.DynamicCombo.Option("invert", []),
+                                    ],
+                                ),
+                            ],
+                        ),
+                    ],
+                )
+            ],
+            outputs=[io.Image.Output(), io.String.Output()],
+        )
+
+    @classmethod
+    def execute(cls, mode: dict) -> io.NodeOutput:
+        if mode["mode"] == "text":
+            return io.NodeOutput(torch.zeros((1, 4, 4, 3)), f"text:{mode['text']}")
+        how = mode["how"]
+        image = mode["image"] * how["factor"] if how["how"] == "scale" else 1.0 - mode["image"]
+        keys = ",".join(sorted(mode)) + ";" + ",".join(sorted(how))
+        return io.NodeOutput(image, f"image:{how['how']}:{keys}")
+
+
 class ShapesV3Extension(ComfyExtension):
     async def get_node_list(self):
-        return [V3Repeat, V3Noise, V3Digest, V3Old, V3Prompt, V3ClassOf]
+        return [V3Repeat, V3Noise, V3Digest, V3Old, V3Prompt, V3ClassOf, V3Join, V3Pick]
 
 
 async def comfy_entrypoint():

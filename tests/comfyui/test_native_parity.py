@@ -217,13 +217,20 @@ def test_v3_outputs_are_native(pair):
 
 
 def test_v3_dynamic_inputs_are_native(pair):
-    # Autogrow and DynamicCombo (nested, with a tensor behind a choice): the prompt names the
-    # inputs by path; ComfyUI expands the schema and nests them before the node runs.
+    # Autogrow (lazy, one part from another node) and DynamicCombo (nested, with a tensor
+    # behind a choice): the prompt names the inputs by path; ComfyUI expands the schema and
+    # nests them before the node runs.
     prompt = {
         "1": {
             "class_type": "ShapesV3Join",
-            "inputs": {"parts.part0": "a", "parts.part1": "b", "parts.part2": "c", "sep": "+"},
+            "inputs": {
+                "parts.part0": "a",
+                "parts.part1": ["10", 0],
+                "parts.part2": "c",
+                "sep": "+",
+            },
         },
+        "10": {"class_type": "ShapesV3Repeat", "inputs": {"text": "b", "times": 1, "sep": "-"}},
         "2": {"class_type": "PreviewAny", "inputs": {"source": ["1", 0]}},
         "3": {"class_type": "ShapesV3Noise", "inputs": {"seed": 5}},
         "4": {
@@ -245,7 +252,8 @@ def test_v3_dynamic_inputs_are_native(pair):
         "9": {"class_type": "ShapesV3Digest", "inputs": {"image": ["8", 0], "label": ["8", 1]}},
     }
     native, _ = assert_same_outputs(pair, prompt)
-    assert native["2"]["text"] == ["part0=a+part1=b+part2=c"]
+    # The lazy part was asked for by its name and computed.
+    assert native["2"]["text"] == ["part0=a+part1=b@10:ShapesV3Repeat+part2=c"]
     assert native["5"]["text"][0] == "image:scale:how,image,mode;factor,how"
     assert native["7"]["text"][0] == "text:hi"
     assert native["9"]["text"][0] == "image:invert:how,image,mode;how"

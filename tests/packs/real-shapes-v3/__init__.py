@@ -160,11 +160,13 @@ class V3ClassOf(io.ComfyNode):
 
 class V3Join(io.ComfyNode):
     """A growing list of inputs (``io.Autogrow``, as ComfyUI's own And/Or nodes): the prompt
-    names them ``parts.part0``, ``parts.part1``...; the node gets them as one dict."""
+    names them ``parts.part0``, ``parts.part1``...; the node gets them as one dict. Lazy: its
+    ``check_lazy_status`` gets each as ``(value, "parts.partN")`` and asks for those by name."""
 
     @classmethod
     def define_schema(cls):
-        template = io.Autogrow.TemplatePrefix(input=io.String.Input("part"), prefix="part", min=1)
+        part = io.String.Input("part", lazy=True)
+        template = io.Autogrow.TemplatePrefix(input=part, prefix="part", min=1)
         return io.Schema(
             node_id="ShapesV3Join",
             category="airlock shapes/v3",
@@ -174,6 +176,10 @@ class V3Join(io.ComfyNode):
             ],
             outputs=[io.String.Output()],
         )
+
+    @classmethod
+    def check_lazy_status(cls, parts, sep):
+        return [key for value, key in parts.values() if value is None]
 
     @classmethod
     def execute(cls, parts: io.Autogrow.Type, sep: str) -> io.NodeOutput:

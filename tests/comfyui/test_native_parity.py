@@ -108,6 +108,7 @@ def test_v3_object_info_is_native(pair):
         "ShapesV3ClassOf",
         "ShapesV3Join",
         "ShapesV3Pick",
+        "ShapesV3Switch",
     }
     # A str Enum in a schema (display_mode) serves as its value, as natively.
     assert native["ShapesV3Repeat"]["input"]["required"]["times"][1]["display"] == "slider"
@@ -219,7 +220,7 @@ def test_v3_outputs_are_native(pair):
 def test_v3_dynamic_inputs_are_native(pair):
     # Autogrow (lazy, one part from another node) and DynamicCombo (nested, with a tensor
     # behind a choice): the prompt names the inputs by path; ComfyUI expands the schema and
-    # nests them before the node runs.
+    # nests them before the node runs. And MatchType, whose type follows what is connected.
     prompt = {
         "1": {
             "class_type": "ShapesV3Join",
@@ -250,8 +251,16 @@ def test_v3_dynamic_inputs_are_native(pair):
             "inputs": {"mode": "image", "mode.image": ["3", 0], "mode.how": "invert"},
         },
         "9": {"class_type": "ShapesV3Digest", "inputs": {"image": ["8", 0], "label": ["8", 1]}},
+        # A lazy MatchType switch (the shape of ComfyUI's own If/Else Switch).
+        "11": {"class_type": "ShapesV3Noise", "inputs": {"seed": 9}},
+        "12": {
+            "class_type": "ShapesV3Switch",
+            "inputs": {"switch": True, "on_true": ["4", 0], "on_false": ["11", 0]},
+        },
+        "13": {"class_type": "ShapesV3Digest", "inputs": {"image": ["12", 0], "label": "switch"}},
     }
     native, _ = assert_same_outputs(pair, prompt)
+    assert native["13"]["text"][1] == native["5"]["text"][1]  # the on_true image, node 4's
     # The lazy part was asked for by its name and computed.
     assert native["2"]["text"] == ["part0=a+part1=b@10:ShapesV3Repeat+part2=c"]
     assert native["5"]["text"][0] == "image:scale:how,image,mode;factor,how"

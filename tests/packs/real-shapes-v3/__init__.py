@@ -231,9 +231,40 @@ class V3Pick(io.ComfyNode):
         return io.NodeOutput(image, f"image:{how['how']}:{keys}")
 
 
+class V3Switch(io.ComfyNode):
+    """Inputs and output of one type chosen by what is connected (``io.MatchType``), lazy: the
+    shape of ComfyUI's own If/Else Switch."""
+
+    @classmethod
+    def define_schema(cls):
+        template = io.MatchType.Template("switch")
+        return io.Schema(
+            node_id="ShapesV3Switch",
+            category="airlock shapes/v3",
+            inputs=[
+                io.Boolean.Input("switch"),
+                io.MatchType.Input("on_false", template=template, lazy=True),
+                io.MatchType.Input("on_true", template=template, lazy=True),
+            ],
+            outputs=[io.MatchType.Output(template=template, display_name="output")],
+        )
+
+    @classmethod
+    def check_lazy_status(cls, switch, on_false=None, on_true=None):
+        if switch and on_true is None:
+            return ["on_true"]
+        if not switch and on_false is None:
+            return ["on_false"]
+        return []
+
+    @classmethod
+    def execute(cls, switch, on_true, on_false) -> io.NodeOutput:
+        return io.NodeOutput(on_true if switch else on_false)
+
+
 class ShapesV3Extension(ComfyExtension):
     async def get_node_list(self):
-        return [V3Repeat, V3Noise, V3Digest, V3Old, V3Prompt, V3ClassOf, V3Join, V3Pick]
+        return [V3Repeat, V3Noise, V3Digest, V3Old, V3Prompt, V3ClassOf, V3Join, V3Pick, V3Switch]
 
 
 async def comfy_entrypoint():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,7 @@ def test_v3_object_info_is_native(pair):
         "ShapesV3Join",
         "ShapesV3Pick",
         "ShapesV3Switch",
+        "ShapesV3Show",
     }
     # A str Enum in a schema (display_mode) serves as its value, as natively.
     assert native["ShapesV3Repeat"]["input"]["required"]["times"][1]["display"] == "slider"
@@ -266,6 +268,26 @@ def test_v3_dynamic_inputs_are_native(pair):
     assert native["5"]["text"][0] == "image:scale:how,image,mode;factor,how"
     assert native["7"]["text"][0] == "text:hi"
     assert native["9"]["text"][0] == "image:invert:how,image,mode;how"
+
+
+def test_a_v3_preview_is_served_as_natively(pair):
+    # ui.PreviewImage(image, cls=cls): the worker writes the PNG into ComfyUI's temp folder
+    # (its name has a random part, so only that part differs), with the prompt in its
+    # metadata; each server then serves it under /view, and the bytes match.
+    prompt = {
+        "1": {"class_type": "ShapesV3Noise", "inputs": {"seed": 4}},
+        "2": {"class_type": "ShapesV3Show", "inputs": {"image": ["1", 0], "note": "x"}},
+    }
+    seen = {}
+    for side, ui in (("native", pair.native), ("isolated", pair.isolated)):
+        (image,) = ui.run(prompt)["outputs"]["2"]["images"]
+        assert image["type"] == "temp" and image["subfolder"] == "", (side, image)
+        assert image["filename"].startswith("ComfyUI_temp_"), (side, image)
+        query = urllib.parse.urlencode({**image, "type": "temp"})
+        png = ui.get(f"/view?{query}", raw=True)
+        assert png[:8] == b"\x89PNG\r\n\x1a\n", (side, png[:16])
+        seen[side] = png
+    assert seen["native"] == seen["isolated"]
 
 
 def test_another_packs_node_is_in_node_class_mappings(pair):

@@ -6,7 +6,7 @@ dynamic inputs (Autogrow, nested DynamicCombo) as ComfyUI's own V3 nodes declare
 import hashlib
 
 import torch
-from comfy_api.latest import ComfyExtension, io
+from comfy_api.latest import ComfyExtension, io, ui
 from nodes import NODE_CLASS_MAPPINGS as ALL_NODE_CLASS_MAPPINGS
 
 
@@ -262,9 +262,40 @@ class V3Switch(io.ComfyNode):
         return io.NodeOutput(on_true if switch else on_false)
 
 
+class V3Show(io.ComfyNode):
+    """Shows its image and a text the V3 way (``ui.PreviewImage(image, cls=cls)``, as ComfyUI's
+    own V3 nodes do: a PNG in ComfyUI's temp folder, with the prompt in its metadata)."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Show",
+            category="airlock shapes/v3",
+            is_output_node=True,
+            inputs=[io.Image.Input("image"), io.String.Input("note", default="n")],
+            outputs=[],
+            hidden=[io.Hidden.prompt, io.Hidden.extra_pnginfo],
+        )
+
+    @classmethod
+    def execute(cls, image, note) -> io.NodeOutput:
+        return io.NodeOutput(ui=ui.PreviewImage(image, cls=cls))
+
+
 class ShapesV3Extension(ComfyExtension):
     async def get_node_list(self):
-        return [V3Repeat, V3Noise, V3Digest, V3Old, V3Prompt, V3ClassOf, V3Join, V3Pick, V3Switch]
+        return [
+            V3Repeat,
+            V3Noise,
+            V3Digest,
+            V3Old,
+            V3Prompt,
+            V3ClassOf,
+            V3Join,
+            V3Pick,
+            V3Switch,
+            V3Show,
+        ]
 
 
 async def comfy_entrypoint():

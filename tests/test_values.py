@@ -280,3 +280,41 @@ def test_exports_are_typed_classes():
     assert issubclass(comfy_airlock.WorkerDied, comfy_airlock.AirlockError)
     assert issubclass(comfy_airlock.HandshakeError, comfy_airlock.ProtocolError)
     assert comfy_airlock.PROTOCOL_VERSION >= 1
+
+
+def test_a_late_codec_registers_when_its_type_first_crosses(make_worker):
+    # Its module is imported only by the side that makes a value of it and by the side that
+    # receives one, each registering the codec once, then (ComfyUI's video types, whose module
+    # imports PyAV, cross this way).
+    import sys
+
+    import airlock_late_codec
+
+    assert "airlock_late_type" not in sys.modules and airlock_late_codec.REGISTERED == []
+    w = make_worker(preload=["airlock_late_codec"])
+    got = w.call("airlock_late_codec:make", 5)
+    assert type(got).__name__ == "Late" and got.n == 5
+    assert airlock_late_codec.REGISTERED == [1]  # decoding its name registered it here
+    back, registered_there = w.call("airlock_late_codec:bump", got)
+    assert back.n == 6 and registered_there == 1
+    assert airlock_late_codec.REGISTERED == [1]
+
+
+def test_a_late_codec_that_cannot_register_is_asked_again():
+    from comfy_airlock import values
+
+    calls = []
+
+    def fails() -> None:
+        calls.append(1)
+        raise TypeError("its module does not import here")
+
+    values.register_late_codec(("test.Never",), (("airlock_no_such", "Never"),), fails)
+    try:
+        for n in (1, 2):
+            with pytest.raises(TypeError, match="does not import here"):
+                values.decode_ext("test.Never", 0)
+            assert len(calls) == n
+    finally:
+        values._LATE.pop(("airlock_no_such", "Never"), None)
+        values._LATE_BY_NAME.pop("test.Never", None)

@@ -87,6 +87,40 @@ def register_codec_by_class_name(
     _BY_NAME[name] = Codec(name, object, encode, decode)
 
 
+# Codecs for types whose module may not be imported yet, and is costly to import for nothing
+# (ComfyUI's video types import PyAV): registered the first time a value of the type is sent
+# (its module is imported then, or the value could not exist) or the codec's name is received.
+# (module, qualname) -> register(); codec name -> register().
+_LATE: dict[tuple[str, str], Callable[[], None]] = {}
+_LATE_BY_NAME: dict[str, Callable[[], None]] = {}
+
+
+def register_late_codec(
+    names: tuple[str, ...], types: tuple[tuple[str, str], ...], register: Callable[[], None]
+) -> None:
+    """``register()`` registers codecs ``names`` for the types ``(module, qualname)`` (with
+    :func:`register_codec`); it is called once, when one of them is first needed."""
+    for name in names:
+        _check_name(name)
+        _LATE_BY_NAME[name] = register
+    for key in types:
+        _LATE[key] = register
+
+
+def _register_late(register: Callable[[], None] | None) -> None:
+    if register is None:
+        return
+    register()  # raises (its module cannot be imported here): asked again next time
+    for table in (_LATE, _LATE_BY_NAME):
+        for key in [k for k, v in table.items() if v is register]:
+            del table[key]
+
+
+def _late_codec(t: type) -> Codec | None:
+    _register_late(_LATE.get((t.__module__, t.__qualname__)))
+    return _BY_TYPE.get(t)
+
+
 def name_codec_count() -> int:
     return len(_BY_CLASS_NAME)
 
@@ -319,7 +353,7 @@ def _received(lane, addr: int, nbytes: int):
 
 def by_codec(obj: Any) -> bool:
     """Whether ``obj`` crosses through a codec or as pickle the pack allows."""
-    if type(obj) in _BY_TYPE:
+    if type(obj) in _BY_TYPE or (_LATE and _late_codec(type(obj)) is not None):
         return True
     policy = pickling.current()
     return policy is not None and policy.allows(type(obj))
@@ -342,6 +376,8 @@ def crosses(obj: Any) -> bool:
 def encode_other(lane, obj):
     """Called by the core for any value that is not an exact builtin."""
     codec = _BY_TYPE.get(type(obj))
+    if codec is None and _LATE:
+        codec = _late_codec(type(obj))
     if codec is None and _BY_CLASS_NAME:
         codec = _codec_by_class_name(type(obj))
     if codec is not None:
@@ -555,6 +591,9 @@ def decode_ext(name, payload):
     if name == cuda_ipc.CODEC:
         return cuda_ipc.receive(payload)
     codec = _BY_NAME.get(name)
+    if codec is None and name in _LATE_BY_NAME:
+        _register_late(_LATE_BY_NAME[name])
+        codec = _BY_NAME.get(name)
     if codec is None:
         raise TypeError(f"received a value of codec {name!r}, which is not registered here")
     return codec.decode(payload)

@@ -111,6 +111,8 @@ def test_v3_object_info_is_native(pair):
         "ShapesV3Pick",
         "ShapesV3Switch",
         "ShapesV3Show",
+        "ShapesV3Clip",
+        "ShapesV3Frames",
     }
     # A str Enum in a schema (display_mode) serves as its value, as natively.
     assert native["ShapesV3Repeat"]["input"]["required"]["times"][1]["display"] == "slider"
@@ -288,6 +290,36 @@ def test_a_v3_preview_is_served_as_natively(pair):
         assert png[:8] == b"\x89PNG\r\n\x1a\n", (side, png[:16])
         seen[side] = png
     assert seen["native"] == seen["isolated"]
+
+
+def test_videos_cross_both_ways_as_natively(pair):
+    # A VIDEO a pack's node makes, from frames or as an encoded file, read by ComfyUI's own Get
+    # Video Components; and one ComfyUI's Create Video makes, read by the pack's node.
+    frames = {"class_type": "RepeatImageBatch", "inputs": {"image": ["1", 0], "amount": 4}}
+    prompt = {
+        "1": {"class_type": "ShapesV3Noise", "inputs": {"seed": 3}},
+        "2": frames,
+        "3": {
+            "class_type": "ShapesV3Clip",
+            "inputs": {"images": ["2", 0], "fps": 8.0, "made": "frames"},
+        },
+        "4": {"class_type": "GetVideoComponents", "inputs": {"video": ["3", 0]}},
+        "5": {"class_type": "ShapesV3Digest", "inputs": {"image": ["4", 0], "label": "frames"}},
+        "6": {
+            "class_type": "ShapesV3Clip",
+            "inputs": {"images": ["2", 0], "fps": 12.5, "made": "file"},
+        },
+        "7": {"class_type": "GetVideoComponents", "inputs": {"video": ["6", 0]}},
+        "8": {"class_type": "ShapesV3Digest", "inputs": {"image": ["7", 0], "label": "file"}},
+        "9": {"class_type": "CreateVideo", "inputs": {"images": ["2", 0], "fps": 6.0}},
+        "10": {"class_type": "ShapesV3Frames", "inputs": {"video": ["9", 0]}},
+        "11": {"class_type": "ShapesV3Digest", "inputs": {"image": ["10", 0], "label": ["10", 1]}},
+        "12": {"class_type": "PreviewAny", "inputs": {"source": ["4", 2]}},
+        "13": {"class_type": "PreviewAny", "inputs": {"source": ["7", 2]}},
+    }
+    native, _ = assert_same_outputs(pair, prompt)
+    assert native["11"]["text"][0] == "VideoFromComponents (4, 16, 16, 3) 6 8"
+    assert native["12"]["text"] == ["8.0"] and native["13"]["text"] == ["12.5"]
 
 
 def test_another_packs_node_is_in_node_class_mappings(pair):

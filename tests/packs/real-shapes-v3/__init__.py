@@ -282,6 +282,62 @@ class V3Show(io.ComfyNode):
         return io.NodeOutput(ui=ui.PreviewImage(image, cls=cls))
 
 
+class V3Clip(io.ComfyNode):
+    """Makes a VIDEO of its frames for ComfyUI's own video nodes, as video packs do: from the
+    frames (``VideoFromComponents``) or as an encoded file in memory (``VideoFromFile``)."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Clip",
+            category="airlock shapes/v3",
+            inputs=[
+                io.Image.Input("images"),
+                io.Float.Input("fps", default=8.0),
+                io.Combo.Input("made", options=["frames", "file"]),
+            ],
+            outputs=[io.Video.Output()],
+        )
+
+    @classmethod
+    def execute(cls, images, fps, made) -> io.NodeOutput:
+        from fractions import Fraction
+        from io import BytesIO
+
+        from comfy_api.latest import InputImpl, Types
+
+        rate = Fraction(fps).limit_denominator(1000)
+        video = InputImpl.VideoFromComponents(
+            Types.VideoComponents(images=images, frame_rate=rate, metadata={"by": "clip"})
+        )
+        if made == "file":
+            buffer = BytesIO()
+            video.save_to(buffer, format=Types.VideoContainer.MP4, codec=Types.VideoCodec.H264)
+            video = InputImpl.VideoFromFile(buffer)
+        return io.NodeOutput(video)
+
+
+class V3Frames(io.ComfyNode):
+    """Takes a VIDEO that ComfyUI's own nodes made apart: its frames and what it says of itself."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Frames",
+            category="airlock shapes/v3",
+            inputs=[io.Video.Input("video")],
+            outputs=[io.Image.Output(), io.String.Output()],
+        )
+
+    @classmethod
+    def execute(cls, video) -> io.NodeOutput:
+        c = video.get_components()
+        about = (
+            f"{type(video).__name__} {tuple(c.images.shape)} {c.frame_rate} {video.get_bit_depth()}"
+        )
+        return io.NodeOutput(c.images, about)
+
+
 class ShapesV3Extension(ComfyExtension):
     async def get_node_list(self):
         return [
@@ -295,6 +351,8 @@ class ShapesV3Extension(ComfyExtension):
             V3Pick,
             V3Switch,
             V3Show,
+            V3Clip,
+            V3Frames,
         ]
 
 

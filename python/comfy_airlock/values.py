@@ -93,6 +93,8 @@ def register_codec_by_class_name(
 # (module, qualname) -> register(); codec name -> register().
 _LATE: dict[tuple[str, str], Callable[[], None]] = {}
 _LATE_BY_NAME: dict[str, Callable[[], None]] = {}
+# Types seen with no late codec (a tensor's, on every send): one set lookup next time.
+_NOT_LATE: set[type] = set()
 
 
 def register_late_codec(
@@ -105,6 +107,7 @@ def register_late_codec(
         _LATE_BY_NAME[name] = register
     for key in types:
         _LATE[key] = register
+    _NOT_LATE.clear()
 
 
 def _register_late(register: Callable[[], None] | None) -> None:
@@ -117,7 +120,13 @@ def _register_late(register: Callable[[], None] | None) -> None:
 
 
 def _late_codec(t: type) -> Codec | None:
-    _register_late(_LATE.get((t.__module__, t.__qualname__)))
+    if t in _NOT_LATE:
+        return None
+    register = _LATE.get((t.__module__, t.__qualname__))
+    if register is None:
+        _NOT_LATE.add(t)
+        return None
+    _register_late(register)
     return _BY_TYPE.get(t)
 
 

@@ -48,6 +48,35 @@ def _models(base: Path) -> None:
     llm = base / "models" / "llm"
     llm.mkdir(parents=True, exist_ok=True)
     (llm / "tiny.gguf").write_bytes(b"GGUF")
+    inputs = base / "input"
+    inputs.mkdir(parents=True, exist_ok=True)
+    (inputs / "airlock-clip.mp4").write_bytes(_clip())
+
+
+_CLIP: list[bytes] = []
+
+
+def _clip() -> bytes:
+    """Four 16x16 frames as an MP4, made once (both servers' Load Video read the same bytes)."""
+    if not _CLIP:
+        import io
+
+        import av
+        import numpy as np
+
+        buffer = io.BytesIO()
+        with av.open(buffer, "w", format="mp4") as container:
+            stream = container.add_stream("mpeg4", rate=8)
+            stream.width = stream.height = 16
+            stream.pix_fmt = "yuv420p"
+            for i in range(4):
+                rgb = np.full((16, 16, 3), 40 + 50 * i, dtype=np.uint8)
+                for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
+                    container.mux(packet)
+            for packet in stream.encode():
+                container.mux(packet)
+        _CLIP.append(buffer.getvalue())
+    return _CLIP[0]
 
 
 @pytest.fixture(scope="module")
@@ -294,7 +323,8 @@ def test_a_v3_preview_is_served_as_natively(pair):
 
 def test_videos_cross_both_ways_as_natively(pair):
     # A VIDEO a pack's node makes, from frames or as an encoded file, read by ComfyUI's own Get
-    # Video Components; and one ComfyUI's Create Video makes, read by the pack's node.
+    # Video Components; and one ComfyUI's Create Video or Load Video makes (its frames; a
+    # path in ComfyUI's input folder), read by the pack's node.
     frames = {"class_type": "RepeatImageBatch", "inputs": {"image": ["1", 0], "amount": 4}}
     prompt = {
         "1": {"class_type": "ShapesV3Noise", "inputs": {"seed": 3}},
@@ -314,12 +344,17 @@ def test_videos_cross_both_ways_as_natively(pair):
         "9": {"class_type": "CreateVideo", "inputs": {"images": ["2", 0], "fps": 6.0}},
         "10": {"class_type": "ShapesV3Frames", "inputs": {"video": ["9", 0]}},
         "11": {"class_type": "ShapesV3Digest", "inputs": {"image": ["10", 0], "label": ["10", 1]}},
+        "14": {"class_type": "LoadVideo", "inputs": {"file": "airlock-clip.mp4"}},
+        "15": {"class_type": "ShapesV3Frames", "inputs": {"video": ["14", 0]}},
+        "16": {"class_type": "ShapesV3Digest", "inputs": {"image": ["15", 0], "label": ["15", 1]}},
         "12": {"class_type": "PreviewAny", "inputs": {"source": ["4", 2]}},
         "13": {"class_type": "PreviewAny", "inputs": {"source": ["7", 2]}},
     }
     native, _ = assert_same_outputs(pair, prompt)
     assert native["11"]["text"][0] == "VideoFromComponents (4, 16, 16, 3) 6 8"
     assert native["12"]["text"] == ["8.0"] and native["13"]["text"] == ["12.5"]
+    # Load Video's file, read by the pack's node from its path in ComfyUI's input folder.
+    assert native["16"]["text"][0] == "VideoFromFile (4, 16, 16, 3) 8 8"
 
 
 def test_another_packs_node_is_in_node_class_mappings(pair):

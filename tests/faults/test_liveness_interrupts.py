@@ -36,6 +36,13 @@ def test_a_frozen_worker_is_declared_hung(spawn, fault, leaks):
     run.finish()
 
 
+def _interrupt_until(w, ended: threading.Event) -> None:
+    while True:
+        w.interrupt()
+        if ended.wait(0.02):
+            return
+
+
 def test_a_node_that_never_checks_is_stopped(spawn, fault, leaks):
     run = fault("interrupt of a node that never checks (SIGINT 0.1 s, then kill 0.3 s)")
     w = spawn(signal_after=0.1, kill_after=0.3)
@@ -45,9 +52,18 @@ def test_a_node_that_never_checks_is_stopped(spawn, fault, leaks):
             first = w.call("airlock_interrupts:pid")
             deaf = run.rng.random() < 0.5
             target = "airlock_interrupts:sleep_deaf" if deaf else "airlock_interrupts:sleep"
-            threading.Timer(run.rng.uniform(0.0, 0.2), w.interrupt).start()
-            with pytest.raises(comfy_airlock.CallInterrupted) as info:
-                w.run(target, (60.0,))
+            # Worker.interrupt() is a no-op while no call runs, and a call clears the request
+            # as it starts: a timer that fired before that (a loaded machine) was lost, and the
+            # call slept its 60 s. So it asks again until the call ends.
+            ended = threading.Event()
+            asker = threading.Timer(run.rng.uniform(0.0, 0.2), _interrupt_until, (w, ended))
+            asker.start()
+            try:
+                with pytest.raises(comfy_airlock.CallInterrupted) as info:
+                    w.run(target, (60.0,))
+            finally:
+                ended.set()
+                asker.join()
             if deaf:
                 assert info.value.escalation == "kill", str(info.value)
                 assert w.call("airlock_interrupts:pid") != first

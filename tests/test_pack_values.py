@@ -57,10 +57,10 @@ NODE_CLASS_MAPPINGS = {"Make": Make, "Use": Use}
 def packs(tmp_path):
     made: list[IsolatedPack] = []
 
-    def make(name: str) -> tuple[IsolatedPack, type, type]:
+    def make(name: str, source: str = PACK) -> tuple[IsolatedPack, type, type]:
         d = tmp_path / name
         d.mkdir()
-        (d / "__init__.py").write_text(textwrap.dedent(PACK))
+        (d / "__init__.py").write_text(textwrap.dedent(source))
         p = IsolatedPack(
             name=name,
             dir=str(d),
@@ -91,6 +91,38 @@ def test_an_object_of_the_pack_goes_to_its_next_node_as_itself(packs):
     assert use().use(thing=[thing][0]) == (42,)
     with pytest.raises(AttributeError, match="lives in that pack's worker"):
         thing.n  # noqa: B018  (a node of ComfyUI's reading it)
+
+
+# The pack's Thing has a codec that takes only some of its instances (``fits``), as ComfyUI's
+# MESH does (an attribute nothing can send keeps it in the worker, ADR 0063).
+FITTING = (
+    PACK
+    + """
+import comfy_airlock
+
+comfy_airlock.register_codec(
+    "test.FitThing", Thing, lambda t: t.n, Thing, fits=lambda t: t.n >= 0
+)
+"""
+)
+
+
+class HostThing:
+    def __init__(self, n):
+        self.n = n
+
+
+def test_an_instance_its_codec_does_not_fit_stays_in_the_worker(packs):
+    import comfy_airlock
+
+    comfy_airlock.register_codec("test.FitThing", HostThing, lambda t: t.n, HostThing)
+    p, make, use = packs("fitting", FITTING)
+    crossed, _ = make().make(n=4)
+    assert type(crossed) is HostThing and crossed.n == 4  # it fits: made again here
+    kept, _ = make().make(n=-3)
+    assert isinstance(kept, PackValue) and str(kept) == "Thing(-3)"  # it does not: a reference
+    assert use().use(thing=kept) == (-6,)  # and the pack's node gets the object back
+    assert _held(p) == 1
 
 
 def test_values_comfyui_lets_go_of_are_released_in_the_worker(packs):

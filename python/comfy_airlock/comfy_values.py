@@ -8,6 +8,13 @@
   made again on the other side with ComfyUI's own class. Their module imports PyAV, so their
   codecs are registered only when a video is first sent or received
   (:func:`comfy_airlock.values.register_late_codec`).
+- ComfyUI's 3D and vector values (``comfy_api``'s ``MESH``, ``VOXEL``, ``SPLAT``, ``File3D``
+  and ``SVG``): what 3D packs make for ComfyUI's Save GLB, Save SVG and splat nodes, and what
+  those nodes make for a pack. ``MESH``, ``VOXEL`` and ``SPLAT`` are records of tensors whose
+  fields grow from one ComfyUI to the next: they cross as every attribute the instance has
+  (both sides run the same ComfyUI source) and are made again without their ``__init__``; one
+  with an attribute nothing can send stays in the pack's worker, as before. ``File3D`` crosses
+  as its path or its bytes and its format, ``SVG`` as the bytes of each document (ADR 0063).
 """
 
 from __future__ import annotations
@@ -20,6 +27,15 @@ VIDEO_MODULE = "comfy_api.latest._input_impl.video_types"
 FROM_COMPONENTS = "comfy.VideoFromComponents"
 FROM_FILE = "comfy.VideoFromFile"
 
+GEOMETRY_MODULE = "comfy_api.latest._util.geometry_types"
+IMAGE_MODULE = "comfy_api.latest._util.image_types"
+# Records of tensors, crossing as their attributes.
+RECORDS = ("MESH", "VOXEL", "SPLAT")
+FILE_3D = "comfy.File3D"
+SVG = "comfy.SVG"
+# How deep an attribute's containers are looked into for something that cannot cross.
+_FIELD_DEPTH = 8
+
 
 def register_comfy_codecs() -> None:
     """Registers the codecs on this side (a codec must be registered where the value is sent
@@ -30,6 +46,15 @@ def register_comfy_codecs() -> None:
         (FROM_COMPONENTS, FROM_FILE),
         ((VIDEO_MODULE, "VideoFromComponents"), (VIDEO_MODULE, "VideoFromFile")),
         _register_video,
+    )
+    register_late_codec(
+        (*(f"comfy.{r}" for r in RECORDS), FILE_3D, SVG),
+        (
+            *((GEOMETRY_MODULE, r) for r in RECORDS),
+            (GEOMETRY_MODULE, "File3D"),
+            (IMAGE_MODULE, "SVG"),
+        ),
+        _register_3d,
     )
     try:
         from comfy_execution.graph_utils import ExecutionBlocker
@@ -90,3 +115,79 @@ def _register_video() -> None:
 
     register_codec(FROM_COMPONENTS, video_types.VideoFromComponents, components_of, from_components)
     register_codec(FROM_FILE, video_types.VideoFromFile, file_of, from_file)
+
+
+def _register_3d() -> None:
+    try:
+        from comfy_api.latest._util import geometry_types, image_types
+    except Exception as e:
+        raise TypeError(
+            f"a ComfyUI 3D or SVG value cannot be made here: ComfyUI's `comfy_api` types do not "
+            f"import ({type(e).__name__}: {e}); the environment needs ComfyUI's requirements"
+        ) from e
+    from comfy_airlock.values import register_codec
+
+    for name in RECORDS:
+        cls = getattr(geometry_types, name, None)
+        if cls is not None:  # SPLAT is newer than MESH and VOXEL
+            register_codec(f"comfy.{name}", cls, _fields_of, _remake(cls), fits=_fields_cross)
+
+    def file_of(f: Any) -> dict[str, Any]:
+        source = f.get_source()
+        return {"source": source if isinstance(source, str) else f.get_bytes(), "format": f.format}
+
+    def from_file(d: dict[str, Any]) -> Any:
+        source = d["source"]
+        return geometry_types.File3D(
+            source if isinstance(source, str) else io.BytesIO(source), file_format=d["format"]
+        )
+
+    register_codec(FILE_3D, geometry_types.File3D, file_of, from_file)
+
+    def svg_of(svg: Any) -> list[bytes]:
+        return [_bytes_of(doc) for doc in svg.data]
+
+    register_codec(
+        SVG, image_types.SVG, svg_of, lambda docs: image_types.SVG([io.BytesIO(d) for d in docs])
+    )
+
+
+def _fields_of(record: Any) -> dict[str, Any]:
+    return dict(vars(record))
+
+
+def _remake(cls: type) -> Any:
+    def remake(fields: dict[str, Any]) -> Any:
+        # Not through __init__: its parameters differ between ComfyUI versions, the attributes
+        # are what the instance was.
+        record = cls.__new__(cls)
+        vars(record).update(fields)
+        return record
+
+    return remake
+
+
+def _fields_cross(record: Any) -> bool:
+    from comfy_airlock.values import crosses
+
+    def ok(value: Any, depth: int) -> bool:
+        # A named tuple would arrive as a plain one, without its fields.
+        if not crosses(value) or (isinstance(value, tuple) and hasattr(value, "_fields")):
+            return False
+        if isinstance(value, (list, tuple)) and depth < _FIELD_DEPTH:
+            return all(ok(v, depth + 1) for v in value)
+        if isinstance(value, dict) and depth < _FIELD_DEPTH:
+            return all(ok(k, depth + 1) and ok(v, depth + 1) for k, v in value.items())
+        return True
+
+    return all(ok(v, 0) for v in vars(record).values())
+
+
+def _bytes_of(doc: Any) -> bytes:
+    if isinstance(doc, io.BytesIO):
+        return doc.getvalue()
+    if hasattr(doc, "read"):
+        if hasattr(doc, "seek"):
+            doc.seek(0)
+        return doc.read()
+    return bytes(doc)

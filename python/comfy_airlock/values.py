@@ -47,6 +47,9 @@ class Codec:
     type: type
     encode: Callable[[Any], Any]
     decode: Callable[[Any], Any]
+    # Whether this instance crosses whole; None: every instance does. One that does not (an
+    # attribute nothing can send) stays in a pack's worker as any other value of the pack's.
+    fits: Callable[[Any], bool] | None = None
 
 
 _BY_TYPE: dict[type, Codec] = {}
@@ -65,13 +68,20 @@ def _check_name(name: str) -> None:
 
 
 def register_codec(
-    name: str, type_: type, encode: Callable[[Any], Any], decode: Callable[[Any], Any]
+    name: str,
+    type_: type,
+    encode: Callable[[Any], Any],
+    decode: Callable[[Any], Any],
+    *,
+    fits: Callable[[Any], bool] | None = None,
 ) -> Codec:
     """Registers a codec for exactly ``type_`` (not subclasses). ``encode(obj)`` returns any
     value that can cross (builtins, tensors, other codecs' types); ``decode(value)`` rebuilds
-    the object on the other side, where a codec of the same ``name`` must be registered."""
+    the object on the other side, where a codec of the same ``name`` must be registered.
+    ``fits(obj)``, if given, says whether an instance can cross at all; one that cannot is
+    kept in a pack's worker like a value without a codec."""
     _check_name(name)
-    codec = Codec(name, type_, encode, decode)
+    codec = Codec(name, type_, encode, decode, fits)
     _BY_TYPE[type_] = codec
     _BY_NAME[name] = codec
     return codec
@@ -362,8 +372,11 @@ def _received(lane, addr: int, nbytes: int):
 
 def by_codec(obj: Any) -> bool:
     """Whether ``obj`` crosses through a codec or as pickle the pack allows."""
-    if type(obj) in _BY_TYPE or (_LATE and _late_codec(type(obj)) is not None):
-        return True
+    codec = _BY_TYPE.get(type(obj))
+    if codec is None and _LATE:
+        codec = _late_codec(type(obj))
+    if codec is not None:
+        return codec.fits is None or codec.fits(obj)
     policy = pickling.current()
     return policy is not None and policy.allows(type(obj))
 

@@ -142,6 +142,8 @@ def test_v3_object_info_is_native(pair):
         "ShapesV3Show",
         "ShapesV3Clip",
         "ShapesV3Frames",
+        "ShapesV3Make3D",
+        "ShapesV3Read3D",
     }
     # A str Enum in a schema (display_mode) serves as its value, as natively.
     assert native["ShapesV3Repeat"]["input"]["required"]["times"][1]["display"] == "slider"
@@ -355,6 +357,66 @@ def test_videos_cross_both_ways_as_natively(pair):
     assert native["12"]["text"] == ["8.0"] and native["13"]["text"] == ["12.5"]
     # Load Video's file, read by the pack's node from its path in ComfyUI's input folder.
     assert native["16"]["text"][0] == "VideoFromFile (4, 16, 16, 3) 8 8"
+
+
+def test_3d_and_svg_values_cross_both_ways_as_natively(pair):
+    # What a 3D pack makes (a textured MESH with a field of its own, a VOXEL grid, a SPLAT, an
+    # SVG, OBJ files as File3D from bytes and from a path) goes into ComfyUI's own Save GLB,
+    # Save SVG, Voxel to Mesh and splat nodes; what those make comes back to the pack's node.
+    # The saved files are served by each server, byte for byte the same.
+    splat = {
+        f"{op}_{axis}": 1.0 if op == "scale" else 0.0
+        for op in ("translate", "rotate", "scale")
+        for axis in "xyz"
+    }
+    splat["translate_x"] = 0.5
+    prompt = {
+        "1": {"class_type": "ShapesV3Make3D", "inputs": {"seed": 5}},
+        "2": {"class_type": "SaveGLB", "inputs": {"mesh": ["1", 0], "filename_prefix": "3d/mesh"}},
+        "3": {"class_type": "SaveGLB", "inputs": {"mesh": ["1", 4], "filename_prefix": "3d/bytes"}},
+        "4": {"class_type": "SaveGLB", "inputs": {"mesh": ["1", 5], "filename_prefix": "3d/path"}},
+        "5": {"class_type": "SaveSVGNode", "inputs": {"svg": ["1", 3], "filename_prefix": "svg/a"}},
+        "6": {
+            "class_type": "VoxelToMesh",
+            "inputs": {"voxel": ["1", 1], "algorithm": "basic", "threshold": 0.5},
+        },
+        "7": {"class_type": "TransformSplat", "inputs": {"splat": ["1", 2], **splat}},
+        "8": {"class_type": "SplatToFile3D", "inputs": {"splat": ["7", 0], "format": "ply"}},
+        "9": {
+            "class_type": "ShapesV3Read3D",
+            "inputs": {"mesh": ["6", 0], "splat": ["7", 0], "svg": ["5", 0], "file": ["8", 0]},
+        },
+        "10": {"class_type": "PreviewAny", "inputs": {"source": ["9", 0]}},
+        "11": {
+            "class_type": "ShapesV3Read3D",
+            "inputs": {"mesh": ["1", 0], "voxel": ["1", 1], "file": ["1", 5]},
+        },
+        "12": {"class_type": "PreviewAny", "inputs": {"source": ["11", 0]}},
+    }
+    native, isolated = assert_same_outputs(pair, prompt)
+    made_here = native["10"]["text"][0].split(" | ")
+    assert made_here[0].startswith("MESH(") and "faces=int64(1," in made_here[0], made_here
+    assert made_here[1] == "-" and made_here[2].startswith("SPLAT(counts=None ")
+    assert made_here[3].startswith("SVG ") and made_here[4].startswith("File3D ply disk=False ")
+    made_by_pack = native["12"]["text"][0].split(" | ")
+    assert (
+        "airlock_note='tetra 5'" in made_by_pack[0]
+        and "texture=float32(1, 2, 2, 3)" in (made_by_pack[0])
+    )
+    assert made_by_pack[1].startswith("VOXEL(data=float32(1, 8, 8, 8)")
+    assert made_by_pack[4].startswith("File3D obj disk=True ")
+    files = {}
+    for side, ui, outputs in (
+        ("native", pair.native, native),
+        ("isolated", pair.isolated, isolated),
+    ):
+        shown = [outputs[n]["3d"][0] for n in ("2", "3", "4")] + outputs["5"]["images"]
+        files[side] = []
+        for item in shown:
+            query = urllib.parse.urlencode({**item, "type": "output"})
+            files[side].append((item["filename"], ui.get(f"/view?{query}", raw=True)))
+    assert files["native"] == files["isolated"]
+    assert files["native"][0][1][:4] == b"glTF" and files["native"][1][1] == files["native"][2][1]
 
 
 def test_another_packs_node_is_in_node_class_mappings(pair):

@@ -338,6 +338,125 @@ class V3Frames(io.ComfyNode):
         return io.NodeOutput(c.images, about)
 
 
+TETRA_OBJ = b"v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 2 3\nf 1 2 4\nf 1 3 4\nf 2 3 4\n"
+
+
+class V3Make3D(io.ComfyNode):
+    """Makes ComfyUI's 3D and vector values, as 3D packs do for ComfyUI's own Save GLB, Save
+    SVG and splat nodes: a textured MESH (with an attribute of its own), a VOXEL grid, a
+    gaussian SPLAT, an SVG, and OBJ files as File3D from bytes in memory and from a path."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Make3D",
+            category="airlock shapes/v3",
+            inputs=[io.Int.Input("seed", default=0)],
+            outputs=[
+                io.Mesh.Output(),
+                io.Voxel.Output(),
+                io.Splat.Output(),
+                io.SVG.Output(),
+                io.File3DOBJ.Output(display_name="obj_bytes"),
+                io.File3DOBJ.Output(display_name="obj_path"),
+            ],
+        )
+
+    @classmethod
+    def execute(cls, seed) -> io.NodeOutput:
+        import os
+        from io import BytesIO
+
+        import folder_paths
+        from comfy_api.latest import Types
+
+        g = torch.Generator().manual_seed(seed)
+        vertices = torch.tensor([[[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]]])
+        faces = torch.tensor([[[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]]])
+        mesh = Types.MESH(
+            vertices + torch.rand(1, 4, 3, generator=g) * 0.1,
+            faces,
+            uvs=torch.rand(1, 4, 2, generator=g),
+            vertex_colors=torch.rand(1, 4, 4, generator=g),
+            texture=torch.rand(1, 2, 2, 3, generator=g),
+        )
+        mesh.airlock_note = f"tetra {seed}"  # a field ComfyUI's class does not know
+        grid = torch.rand(1, 8, 8, 8, generator=g) * 0.4
+        grid[:, 2:6, 2:6, 2:6] += 0.5
+        n = 16
+        rotations = torch.rand(1, n, 4, generator=g) + 0.1
+        splat = Types.SPLAT(
+            positions=torch.rand(1, n, 3, generator=g),
+            scales=torch.rand(1, n, 3, generator=g) * 0.1 + 0.01,
+            rotations=rotations / rotations.norm(dim=-1, keepdim=True),
+            opacities=torch.rand(1, n, 1, generator=g),
+            sh=torch.rand(1, n, 1, 3, generator=g),
+        )
+        svg = io.SVG.Type(
+            [
+                BytesIO(
+                    f'<svg xmlns="http://www.w3.org/2000/svg"><circle r="{seed}"/></svg>'.encode()
+                )
+            ]
+        )
+        path = os.path.join(folder_paths.get_temp_directory(), f"airlock-tetra-{seed}.obj")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(TETRA_OBJ)
+        return io.NodeOutput(
+            mesh,
+            Types.VOXEL(grid),
+            splat,
+            svg,
+            Types.File3D(BytesIO(TETRA_OBJ), file_format="obj"),
+            Types.File3D(path),
+        )
+
+
+def _about(value) -> str:
+    """What a 3D or vector value is made of, with a digest of its bytes."""
+    if value is None:
+        return "-"
+
+    def of(x):
+        if isinstance(x, torch.Tensor):
+            data = x.detach().cpu().contiguous().numpy().tobytes()
+            return f"{str(x.dtype)[6:]}{tuple(x.shape)}:{hashlib.sha256(data).hexdigest()[:10]}"
+        return repr(x)
+
+    kind = type(value).__name__
+    if kind == "File3D":
+        digest = hashlib.sha256(value.get_bytes()).hexdigest()[:10]
+        return f"File3D {value.format} disk={value.is_disk_backed} {digest}"
+    if kind == "SVG":
+        return "SVG " + ",".join(hashlib.sha256(d.getvalue()).hexdigest()[:10] for d in value.data)
+    return kind + "(" + " ".join(f"{k}={of(v)}" for k, v in sorted(vars(value).items())) + ")"
+
+
+class V3Read3D(io.ComfyNode):
+    """Takes 3D and vector values ComfyUI's own nodes made (or this pack's) apart."""
+
+    @classmethod
+    def define_schema(cls):
+        files = [io.File3DOBJ, io.File3DSplatAny, io.File3DPLY]
+        return io.Schema(
+            node_id="ShapesV3Read3D",
+            category="airlock shapes/v3",
+            inputs=[
+                io.Mesh.Input("mesh", optional=True),
+                io.Voxel.Input("voxel", optional=True),
+                io.Splat.Input("splat", optional=True),
+                io.SVG.Input("svg", optional=True),
+                io.MultiType.Input(io.File3DAny.Input("file", optional=True), types=files),
+            ],
+            outputs=[io.String.Output()],
+        )
+
+    @classmethod
+    def execute(cls, mesh=None, voxel=None, splat=None, svg=None, file=None) -> io.NodeOutput:
+        return io.NodeOutput(" | ".join(_about(v) for v in (mesh, voxel, splat, svg, file)))
+
+
 class ShapesV3Extension(ComfyExtension):
     async def get_node_list(self):
         return [
@@ -353,6 +472,8 @@ class ShapesV3Extension(ComfyExtension):
             V3Show,
             V3Clip,
             V3Frames,
+            V3Make3D,
+            V3Read3D,
         ]
 
 

@@ -318,3 +318,25 @@ def test_a_late_codec_that_cannot_register_is_asked_again():
     finally:
         values._LATE.pop(("airlock_no_such", "Never"), None)
         values._LATE_BY_NAME.pop("test.Never", None)
+
+
+def test_a_record_fits_its_codec_only_if_every_attribute_crosses():
+    # ComfyUI's MESH, VOXEL and SPLAT cross as their attributes (ADR 0063): one holding
+    # something that cannot cross, or a named tuple (it would lose its fields), does not fit
+    # and stays in its pack's worker.
+    import collections
+    import threading
+
+    from comfy_airlock.comfy_values import _fields_cross
+
+    class Record:
+        pass
+
+    r = Record()
+    r.vertices, r.faces, r.unlit = torch.zeros(1, 4, 3), torch.zeros(1, 4, 3, dtype=torch.long), 0
+    r.extra = {"uv": [torch.ones(2)], 3: (None, "x", np.zeros(2))}
+    assert _fields_cross(r)
+    r.extra[3] = (threading.Lock(),)
+    assert not _fields_cross(r)
+    r.extra = collections.namedtuple("Pair", "a b")(1, 2)
+    assert not _fields_cross(r)

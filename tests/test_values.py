@@ -340,3 +340,15 @@ def test_a_record_fits_its_codec_only_if_every_attribute_crosses():
     assert not _fields_cross(r)
     r.extra = collections.namedtuple("Pair", "a b")(1, 2)
     assert not _fields_cross(r)
+
+
+def test_a_torch_size_crosses_as_a_size(make_worker):
+    # A tensor's shape kept as a value (CLIP vision outputs keep their image sizes so) arrives
+    # as a torch.Size, not as the plain tuple the core makes of a tuple subclass.
+    w = make_worker()
+    # A side that has not imported torch gets the tuple (equal to the Size).
+    assert type(w.call("builtins:list", [torch.Size([3, 4])])[0]) is tuple
+    made = w.call("torch:Size", [5, 6])  # the worker imports torch for it
+    assert type(made) is torch.Size and made == (5, 6)
+    back = w.call("builtins:list", [torch.Size([3, 4]), (1, 2)])
+    assert type(back[0]) is torch.Size and back[0] == (3, 4) and type(back[1]) is tuple

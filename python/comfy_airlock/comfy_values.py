@@ -15,6 +15,9 @@
   (both sides run the same ComfyUI source) and are made again without their ``__init__``; one
   with an attribute nothing can send stays in the pack's worker, as before. ``File3D`` crosses
   as its path or its bytes and its format, ``SVG`` as the bytes of each document (ADR 0063).
+- CLIP vision outputs (``comfy.clip_vision.Output``, CLIP_VISION_OUTPUT), which ComfyUI's
+  CLIP Vision Encode makes for video and style packs and which ComfyUI's conditioning nodes
+  put inside CONDITIONING: a record of tensors, like ``MESH`` (ADR 0063).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ IMAGE_MODULE = "comfy_api.latest._util.image_types"
 RECORDS = ("MESH", "VOXEL", "SPLAT")
 FILE_3D = "comfy.File3D"
 SVG = "comfy.SVG"
+CLIP_VISION_MODULE = "comfy.clip_vision"
+CLIP_VISION_OUTPUT = "comfy.ClipVisionOutput"
 # How deep an attribute's containers are looked into for something that cannot cross.
 _FIELD_DEPTH = 8
 
@@ -55,6 +60,9 @@ def register_comfy_codecs() -> None:
             (IMAGE_MODULE, "SVG"),
         ),
         _register_3d,
+    )
+    register_late_codec(
+        (CLIP_VISION_OUTPUT,), ((CLIP_VISION_MODULE, "Output"),), _register_clip_vision
     )
     try:
         from comfy_execution.graph_utils import ExecutionBlocker
@@ -150,6 +158,19 @@ def _register_3d() -> None:
     register_codec(
         SVG, image_types.SVG, svg_of, lambda docs: image_types.SVG([io.BytesIO(d) for d in docs])
     )
+
+
+def _register_clip_vision() -> None:
+    try:
+        from comfy.clip_vision import Output
+    except Exception as e:
+        raise TypeError(
+            f"a ComfyUI CLIP vision output cannot be made here: `comfy.clip_vision` does not "
+            f"import ({type(e).__name__}: {e}); the environment needs ComfyUI's requirements"
+        ) from e
+    from comfy_airlock.values import register_codec
+
+    register_codec(CLIP_VISION_OUTPUT, Output, _fields_of, _remake(Output), fits=_fields_cross)
 
 
 def _fields_of(record: Any) -> dict[str, Any]:

@@ -59,7 +59,9 @@ _BY_CLASS_NAME: dict[str, tuple[str, Callable[[Any], Any], Callable[[Any], Any]]
 
 
 #: Names of values comfy-airlock itself sends as ext values: a pack's codec may not take one.
-RESERVED = (pickling.CODEC, cuda_ipc.CODEC)
+# A torch.Size (a tuple subclass) crosses as itself, not as the plain tuple it would become.
+SIZE_CODEC = "torch.Size"
+RESERVED = (pickling.CODEC, cuda_ipc.CODEC, SIZE_CODEC)
 
 
 def _check_name(name: str) -> None:
@@ -408,8 +410,11 @@ def encode_other(lane, obj):
     if policy is not None and policy.allows(type(obj)):
         return ("x", pickling.CODEC, policy.dumps(obj))
     torch = sys.modules.get("torch")
-    if torch is not None and isinstance(obj, torch.Tensor):
-        return _encode_torch(lane, torch, obj)
+    if torch is not None:
+        if isinstance(obj, torch.Tensor):
+            return _encode_torch(lane, torch, obj)
+        if type(obj) is torch.Size:  # a tensor's shape kept as a value (CLIP vision's sizes)
+            return ("x", SIZE_CODEC, tuple(obj))
     np = sys.modules.get("numpy")
     if np is not None:
         if isinstance(obj, np.ndarray):
@@ -612,6 +617,10 @@ def decode_ext(name, payload):
         return policy.loads(payload[0], payload[1])
     if name == cuda_ipc.CODEC:
         return cuda_ipc.receive(payload)
+    if name == SIZE_CODEC:
+        # A side that has not imported torch uses the tuple it is (equal to the Size).
+        torch = sys.modules.get("torch")
+        return torch.Size(payload) if torch is not None else tuple(payload)
     codec = _BY_NAME.get(name)
     if codec is None and name in _LATE_BY_NAME:
         _register_late(_LATE_BY_NAME[name])

@@ -144,6 +144,8 @@ def test_v3_object_info_is_native(pair):
         "ShapesV3Frames",
         "ShapesV3Make3D",
         "ShapesV3Read3D",
+        "ShapesV3Vision",
+        "ShapesV3ReadCond",
     }
     # A str Enum in a schema (display_mode) serves as its value, as natively.
     assert native["ShapesV3Repeat"]["input"]["required"]["times"][1]["display"] == "slider"
@@ -417,6 +419,38 @@ def test_3d_and_svg_values_cross_both_ways_as_natively(pair):
             files[side].append((item["filename"], ui.get(f"/view?{query}", raw=True)))
     assert files["native"] == files["isolated"]
     assert files["native"][0][1][:4] == b"glTF" and files["native"][1][1] == files["native"][2][1]
+
+
+def test_a_clip_vision_output_crosses_inside_conditioning_as_natively(pair):
+    # A pack's CLIP_VISION_OUTPUT (ComfyUI's own record) into ComfyUI's Hunyuan 3D
+    # conditioning, which reads it, and into unCLIP Conditioning, which puts it inside the
+    # CONDITIONING it gives the pack's next node, as video and style workflows do with CLIP
+    # Vision Encode's.
+    prompt = {
+        "1": {"class_type": "ShapesV3Vision", "inputs": {"seed": 2}},
+        "2": {
+            "class_type": "unCLIPConditioning",
+            "inputs": {
+                "conditioning": ["1", 1],
+                "clip_vision_output": ["1", 0],
+                "strength": 0.5,
+                "noise_augmentation": 0.25,
+            },
+        },
+        "3": {"class_type": "ShapesV3ReadCond", "inputs": {"conditioning": ["2", 0]}},
+        "4": {"class_type": "PreviewAny", "inputs": {"source": ["3", 0]}},
+        "5": {"class_type": "Hunyuan3Dv2Conditioning", "inputs": {"clip_vision_output": ["1", 0]}},
+        "6": {"class_type": "ShapesV3ReadCond", "inputs": {"conditioning": ["5", 0]}},
+        "7": {"class_type": "PreviewAny", "inputs": {"source": ["6", 0]}},
+    }
+    native, _ = assert_same_outputs(pair, prompt)
+    parts = native["4"]["text"][0].split(" | ")
+    assert parts[0].startswith("float32(1, 3, 8):") and parts[1].startswith("pooled_output=")
+    assert parts[2].startswith("comfy.clip_vision.Output(image_embeds=float32(1, 8):")
+    assert "image_sizes=[torch.Size([3, 4, 4])]" in parts[2] and "mm_projected=None" in parts[2]
+    assert parts[3] == "0.5 0.25"
+    # Hunyuan 3D's conditioning is the output's last hidden state.
+    assert f"last_hidden_state={native['7']['text'][0]} " in parts[2]
 
 
 def test_another_packs_node_is_in_node_class_mappings(pair):

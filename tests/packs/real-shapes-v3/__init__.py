@@ -413,24 +413,25 @@ class V3Make3D(io.ComfyNode):
         )
 
 
+def _sig(x) -> str:
+    """A tensor's dtype, shape and a digest of its bytes; anything else's repr."""
+    if isinstance(x, torch.Tensor):
+        data = x.detach().cpu().contiguous().numpy().tobytes()
+        return f"{str(x.dtype)[6:]}{tuple(x.shape)}:{hashlib.sha256(data).hexdigest()[:10]}"
+    return repr(x)
+
+
 def _about(value) -> str:
-    """What a 3D or vector value is made of, with a digest of its bytes."""
+    """What a 3D or vector value (or a record of tensors) is made of, with digests."""
     if value is None:
         return "-"
-
-    def of(x):
-        if isinstance(x, torch.Tensor):
-            data = x.detach().cpu().contiguous().numpy().tobytes()
-            return f"{str(x.dtype)[6:]}{tuple(x.shape)}:{hashlib.sha256(data).hexdigest()[:10]}"
-        return repr(x)
-
     kind = type(value).__name__
     if kind == "File3D":
         digest = hashlib.sha256(value.get_bytes()).hexdigest()[:10]
         return f"File3D {value.format} disk={value.is_disk_backed} {digest}"
     if kind == "SVG":
         return "SVG " + ",".join(hashlib.sha256(d.getvalue()).hexdigest()[:10] for d in value.data)
-    return kind + "(" + " ".join(f"{k}={of(v)}" for k, v in sorted(vars(value).items())) + ")"
+    return kind + "(" + " ".join(f"{k}={_sig(v)}" for k, v in sorted(vars(value).items())) + ")"
 
 
 class V3Read3D(io.ComfyNode):
@@ -457,6 +458,65 @@ class V3Read3D(io.ComfyNode):
         return io.NodeOutput(" | ".join(_about(v) for v in (mesh, voxel, splat, svg, file)))
 
 
+class V3Vision(io.ComfyNode):
+    """Makes a CLIP_VISION_OUTPUT (ComfyUI's own record, as a pack's image encoder does for
+    ComfyUI's conditioning nodes) and a CONDITIONING to put it in."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Vision",
+            category="airlock shapes/v3",
+            inputs=[io.Int.Input("seed", default=0)],
+            outputs=[io.ClipVisionOutput.Output(), io.Conditioning.Output()],
+        )
+
+    @classmethod
+    def execute(cls, seed) -> io.NodeOutput:
+        from comfy.clip_vision import Output
+
+        g = torch.Generator().manual_seed(seed)
+        out = Output()
+        out["last_hidden_state"] = torch.rand(1, 5, 8, generator=g)
+        out["image_embeds"] = torch.rand(1, 8, generator=g)
+        out["penultimate_hidden_states"] = torch.rand(1, 5, 8, generator=g)
+        out["image_sizes"] = [torch.Size([3, 4, 4])]
+        out["mm_projected"] = None
+        cond = [
+            [torch.rand(1, 3, 8, generator=g), {"pooled_output": torch.rand(1, 8, generator=g)}]
+        ]
+        return io.NodeOutput(out, cond)
+
+
+class V3ReadCond(io.ComfyNode):
+    """Takes a CONDITIONING apart, CLIP vision outputs ComfyUI's nodes put in it too."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3ReadCond",
+            category="airlock shapes/v3",
+            inputs=[io.Conditioning.Input("conditioning")],
+            outputs=[io.String.Output()],
+        )
+
+    @classmethod
+    def execute(cls, conditioning) -> io.NodeOutput:
+        parts = []
+        for tensor, extra in conditioning:
+            parts.append(_sig(tensor))
+            for key in sorted(extra):
+                value = extra[key]
+                if key == "unclip_conditioning":
+                    for entry in value:
+                        v = entry["clip_vision_output"]
+                        parts.append(f"{type(v).__module__}.{_about(v)}")
+                        parts.append(f"{entry['strength']} {entry['noise_augmentation']}")
+                else:
+                    parts.append(f"{key}={_sig(value)}")
+        return io.NodeOutput(" | ".join(parts))
+
+
 class ShapesV3Extension(ComfyExtension):
     async def get_node_list(self):
         return [
@@ -474,6 +534,8 @@ class ShapesV3Extension(ComfyExtension):
             V3Frames,
             V3Make3D,
             V3Read3D,
+            V3Vision,
+            V3ReadCond,
         ]
 
 

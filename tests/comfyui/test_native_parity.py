@@ -51,6 +51,21 @@ def _models(base: Path) -> None:
     inputs = base / "input"
     inputs.mkdir(parents=True, exist_ok=True)
     (inputs / "airlock-clip.mp4").write_bytes(_clip())
+    loras = base / "models" / "loras"
+    loras.mkdir(parents=True, exist_ok=True)
+    _tiny_lora(loras / "airlock-tiny.safetensors")
+
+
+def _tiny_lora(path: Path) -> None:
+    """A LoRA file for ComfyUI's Create Hook LoRA (its weights are only held, never applied)."""
+    import torch
+    from safetensors.torch import save_file
+
+    up = torch.arange(8, dtype=torch.float32).reshape(4, 2)
+    save_file(
+        {"lora_unet_x.lora_up.weight": up, "lora_unet_x.lora_down.weight": up.T.contiguous()},
+        str(path),
+    )
 
 
 _CLIP: list[bytes] = []
@@ -146,6 +161,7 @@ def test_v3_object_info_is_native(pair):
         "ShapesV3Read3D",
         "ShapesV3Vision",
         "ShapesV3ReadCond",
+        "ShapesV3CondPass",
     }
     # A str Enum in a schema (display_mode) serves as its value, as natively.
     assert native["ShapesV3Repeat"]["input"]["required"]["times"][1]["display"] == "slider"
@@ -451,6 +467,29 @@ def test_a_clip_vision_output_crosses_inside_conditioning_as_natively(pair):
     assert parts[3] == "0.5 0.25"
     # Hunyuan 3D's conditioning is the output's last hidden state.
     assert f"last_hidden_state={native['7']['text'][0]} " in parts[2]
+
+
+def test_comfyuis_objects_inside_conditioning_pass_through_a_pack_as_natively(pair):
+    # ComfyUI's Create Hook LoRA and Conditioning Set Properties put a HookGroup (an object of
+    # ComfyUI's process) inside a CONDITIONING; the pack's node passes it on without looking
+    # inside, and ComfyUI's next Set Properties combines the hooks it finds there with more:
+    # it gets its own object back (ADR 0064). Before, the isolated node could not be given it.
+    hooks = {"lora_name": "airlock-tiny.safetensors", "strength_model": 1.0, "strength_clip": 1.0}
+    props = {"strength": 1.0, "set_cond_area": "default", "hooks": ["2", 0]}
+    prompt = {
+        "1": {"class_type": "ShapesV3Vision", "inputs": {"seed": 3}},
+        "2": {"class_type": "CreateHookLora", "inputs": hooks},
+        "3": {"class_type": "ConditioningSetProperties", "inputs": {"cond_NEW": ["1", 1], **props}},
+        "4": {"class_type": "ShapesV3CondPass", "inputs": {"conditioning": ["3", 0]}},
+        "5": {"class_type": "ConditioningSetProperties", "inputs": {"cond_NEW": ["4", 0], **props}},
+        "6": {"class_type": "ShapesV3ReadCond", "inputs": {"conditioning": ["5", 0]}},
+        "7": {"class_type": "PreviewAny", "inputs": {"source": ["6", 0]}},
+        "8": {"class_type": "PreviewAny", "inputs": {"source": ["4", 1]}},
+    }
+    native, _ = assert_same_outputs(pair, prompt)
+    assert native["8"]["text"][0].startswith("hooks=<object>,pooled_output=float32(1, 8):")
+    parts = native["7"]["text"][0].split(" | ")
+    assert "airlock_seen=True" in parts and "hooks=<object>" in parts, parts
 
 
 def test_another_packs_node_is_in_node_class_mappings(pair):

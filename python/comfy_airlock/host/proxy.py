@@ -15,7 +15,7 @@ import sys
 import uuid
 from typing import Any
 
-from comfy_airlock import pack_values, type_shapes
+from comfy_airlock import host_values, pack_values, type_shapes
 from comfy_airlock.comfy_values import register_comfy_codecs
 from comfy_airlock.host import live_inputs, prompt_context
 from comfy_airlock.host.pack import IsolatedPack
@@ -23,6 +23,7 @@ from comfy_airlock.node_surface import NODE_ATTRS, model_kind, node_module
 
 log = logging.getLogger("comfy_airlock")
 pack_values.install_host()
+host_values.install_host()
 register_comfy_codecs()
 
 # Declared types whose values are model objects living in one process.
@@ -74,13 +75,18 @@ def run_node(
 ) -> Any:
     """One forwarded node method: its inputs checked (a value of another pack's worker, a
     model of ComfyUI's, fail here, named), the values ComfyUI let go of released in the
-    worker first, and the references in its result stamped with this pack (ADR 0023)."""
+    worker first, and the references in its result stamped with this pack (ADR 0023).
+    ComfyUI's objects inside its inputs stay here for the call (ADR 0064)."""
     _check_inputs(pack.name, node_id, inputs[0])
     pack_values.check_inputs(pack.name, node_id, inputs[0])
     for token, ids in pack_values.pending_releases(pack.name).items():
         if pack.alive():
             pack.call("comfy_airlock.pack_values:release", token, ids)
-    return pack_values.claim(pack.name, pack.run(node_id, key, method, inputs))
+    kwargs, held = host_values.hold(inputs[0])
+    try:
+        return pack_values.claim(pack.name, pack.run(node_id, key, method, (kwargs, inputs[1])))
+    finally:
+        host_values.let_go(held)
 
 
 def _to_torch(value: Any) -> Any:

@@ -25,7 +25,7 @@ import traceback
 import types
 from typing import Any
 
-from comfy_airlock import pack_values, settings
+from comfy_airlock import host_values, pack_values, settings
 from comfy_airlock.comfy_values import register_comfy_codecs
 from comfy_airlock.node_surface import (
     FOLDER_ROOTS,
@@ -121,6 +121,7 @@ def _setup() -> None:
     server_shim.install()
     register_comfy_codecs()
     pack_values.install_worker()
+    host_values.install_worker()
 
 
 def _mirror_args(host_args: dict[str, Any]) -> None:

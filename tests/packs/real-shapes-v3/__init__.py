@@ -414,11 +414,14 @@ class V3Make3D(io.ComfyNode):
 
 
 def _sig(x) -> str:
-    """A tensor's dtype, shape and a digest of its bytes; anything else's repr."""
+    """A tensor's dtype, shape and a digest of its bytes; a plain value's repr; any other
+    object only as one (this pack cannot look inside ComfyUI's, such as a HookGroup)."""
     if isinstance(x, torch.Tensor):
         data = x.detach().cpu().contiguous().numpy().tobytes()
         return f"{str(x.dtype)[6:]}{tuple(x.shape)}:{hashlib.sha256(data).hexdigest()[:10]}"
-    return repr(x)
+    if x is None or isinstance(x, (bool, int, float, str, bytes, list, tuple, dict)):
+        return repr(x)
+    return "<object>"
 
 
 def _about(value) -> str:
@@ -517,6 +520,28 @@ class V3ReadCond(io.ComfyNode):
         return io.NodeOutput(" | ".join(parts))
 
 
+class V3CondPass(io.ComfyNode):
+    """Passes a CONDITIONING on, marked, as prompt-scheduling and combining nodes do, whatever
+    ComfyUI's nodes put in it (hooks, a ControlNet)."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3CondPass",
+            category="airlock shapes/v3",
+            inputs=[io.Conditioning.Input("conditioning")],
+            outputs=[io.Conditioning.Output(), io.String.Output()],
+        )
+
+    @classmethod
+    def execute(cls, conditioning) -> io.NodeOutput:
+        import copy
+
+        out = [[t * 1, {**extra, "airlock_seen": True}] for t, extra in copy.deepcopy(conditioning)]
+        keys = ",".join(f"{k}={_sig(v)}" for k, v in sorted(conditioning[0][1].items()))
+        return io.NodeOutput(out, keys)
+
+
 class ShapesV3Extension(ComfyExtension):
     async def get_node_list(self):
         return [
@@ -536,6 +561,7 @@ class ShapesV3Extension(ComfyExtension):
             V3Read3D,
             V3Vision,
             V3ReadCond,
+            V3CondPass,
         ]
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from pathlib import Path
 
+import airlock_pickle_types as T
 import pytest
 import torch
 
@@ -64,17 +66,25 @@ NODE_CLASS_MAPPINGS = {"Pass": Pass, "Use": Use, "Keep": Keep}
 """
 
 
+POINT = "airlock_pickle_types.Point"
+
+
 class Control:
     """An object of ComfyUI's process with no codec (a ControlNet, a HookGroup)."""
 
     strength = 0.75
 
 
+HELPERS = Path(__file__).parent / "helpers"
+
+
 @pytest.fixture
 def nodes(tmp_path):
     d = tmp_path / "cond-pack"
     d.mkdir()
-    (d / "__init__.py").write_text(textwrap.dedent(PACK))
+    # The pack finds the module of its pickled type as packs find their vendored code.
+    path = f"import sys\nsys.path.insert(0, {str(HELPERS)!r})\n"
+    (d / "__init__.py").write_text(path + textwrap.dedent(PACK))
     p = IsolatedPack(
         name="cond-pack",
         dir=str(d),
@@ -82,6 +92,7 @@ def nodes(tmp_path):
         env_dir=sys.prefix,
         env_key="test",
         comfy=False,
+        pickle=(POINT,),
     )
     scanned = p.scan()["nodes"]
     yield {name: build_proxy(p, name, scanned[name]) for name in ("Pass", "Use", "Keep")}
@@ -127,3 +138,11 @@ def test_inputs_without_objects_of_comfyui_go_as_they_are():
     kwargs = {"latent": latent, "cond": [[t, {"pooled_output": t}]], "n": 3}
     out, held = host_values.hold(kwargs)
     assert held == [] and out["latent"] is latent and out["cond"] is kwargs["cond"]
+
+
+def test_a_type_the_pack_lists_in_pickle_is_pickled_not_held(nodes):
+    # The pack's airlock.toml lists it in `pickle`: it crosses as a copy, as before.
+    point = T.Point(1, 2.5)
+    out, seen = nodes["Pass"]().run(value=[[torch.ones(1), {"control": point}]])
+    assert seen == "Point(x=1, y=2.5)" and out[0][1]["control"] == point
+    assert out[0][1]["control"] is not point  # a copy came back: it was never held

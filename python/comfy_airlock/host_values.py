@@ -24,9 +24,10 @@ from __future__ import annotations
 import itertools
 import secrets
 import threading
+from collections.abc import Collection
 from typing import Any
 
-from comfy_airlock import values
+from comfy_airlock import pickling, values
 
 CODEC = "airlock.host-value"
 _MAX_DEPTH = 8
@@ -66,29 +67,32 @@ def _held_ref(obj: Any, held: list[int]) -> HostRef:
     return HostRef((_TOKEN, n, f"{t.__module__}.{t.__qualname__}"))
 
 
-def _sub(value: Any, held: list[int], depth: int) -> Any:
+def _sub(value: Any, held: list[int], pickled: Collection[str], depth: int) -> Any:
     if value is None or type(value) in (bool, int, float, str, bytes):
         return value
     named = isinstance(value, tuple) and hasattr(value, "_fields")
     if depth < _MAX_DEPTH and not named:
         if isinstance(value, (list, tuple)):
-            items = [_sub(v, held, depth + 1) for v in value]
+            items = [_sub(v, held, pickled, depth + 1) for v in value]
             if all(a is b for a, b in zip(items, value, strict=True)):
                 return value  # nothing held below: the value as it was, not a copy
             return items if isinstance(value, list) else tuple(items)
         if isinstance(value, dict):
-            pairs = {k: _sub(v, held, depth + 1) for k, v in value.items()}
+            pairs = {k: _sub(v, held, pickled, depth + 1) for k, v in value.items()}
             if all(pairs[k] is v for k, v in value.items()):
                 return value
             return pairs
-    return value if values.crosses(value) else _held_ref(value, held)
+    if values.crosses(value) or (pickled and pickling.type_name(type(value)) in pickled):
+        return value
+    return _held_ref(value, held)
 
 
-def hold(kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+def hold(kwargs: dict[str, Any], pickled: Collection[str] = ()) -> tuple[dict[str, Any], list[int]]:
     """``kwargs`` with every object that cannot cross held here, its reference in its place,
-    and the ids held (for :func:`let_go`)."""
+    and the ids held (for :func:`let_go`). ``pickled``: the type names the pack's airlock.toml
+    lists in ``pickle``, which cross by pickle (the policy applies around the call itself)."""
     held: list[int] = []
-    out = {name: _sub(value, held, 0) for name, value in kwargs.items()}
+    out = {name: _sub(value, held, pickled, 0) for name, value in kwargs.items()}
     return out, held
 
 

@@ -341,6 +341,13 @@ def test_a_record_fits_its_codec_only_if_every_attribute_crosses():
     r.extra = collections.namedtuple("Pair", "a b")(1, 2)
     assert not _fields_cross(r)
 
+    class Slotted:  # no attribute dict: it cannot cross as its attributes
+        __slots__ = ("vertices",)
+
+    s = Slotted()
+    s.vertices = torch.zeros(2)
+    assert not _fields_cross(s)
+
 
 def test_a_torch_size_crosses_as_a_size(make_worker):
     # A tensor's shape kept as a value (CLIP vision outputs keep their image sizes so) arrives

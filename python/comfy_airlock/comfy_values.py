@@ -201,7 +201,11 @@ def _fields_cross(record: Any) -> bool:
             return all(ok(k, depth + 1) and ok(v, depth + 1) for k, v in value.items())
         return True
 
-    return all(ok(v, 0) for v in vars(record).values())
+    try:
+        fields = vars(record)
+    except TypeError:  # a class with __slots__ (not ComfyUI's today): it stays where it is
+        return False
+    return all(ok(v, 0) for v in fields.values())
 
 
 def _bytes_of(doc: Any) -> bytes:

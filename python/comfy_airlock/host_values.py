@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import sys
 import threading
 from collections.abc import Collection
 from typing import Any
@@ -31,6 +32,7 @@ from comfy_airlock import pickling, values
 
 CODEC = "airlock.host-value"
 _MAX_DEPTH = 8
+_PLAIN = frozenset((bool, int, float, str, bytes))
 
 
 class HostValueError(TypeError):
@@ -68,7 +70,10 @@ def _held_ref(obj: Any, held: list[int]) -> HostRef:
 
 
 def _sub(value: Any, held: list[int], pickled: Collection[str], depth: int) -> Any:
-    if value is None or type(value) in (bool, int, float, str, bytes):
+    if value is None or type(value) in _PLAIN:
+        return value
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):  # most inputs: asked first
         return value
     named = isinstance(value, tuple) and hasattr(value, "_fields")
     if depth < _MAX_DEPTH and not named:

@@ -18,6 +18,8 @@
 - CLIP vision outputs (``comfy.clip_vision.Output``, CLIP_VISION_OUTPUT), which ComfyUI's
   CLIP Vision Encode makes for video and style packs and which ComfyUI's conditioning nodes
   put inside CONDITIONING: a record of tensors, like ``MESH`` (ADR 0063).
+- Curves and ranges (``comfy_api``'s ``MonotoneCubicCurve``, ``LinearCurve``, ``RangeInput``):
+  what ComfyUI's Curve Editor makes for a pack's colour node, records of points and arrays.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ FILE_3D = "comfy.File3D"
 SVG = "comfy.SVG"
 CLIP_VISION_MODULE = "comfy.clip_vision"
 CLIP_VISION_OUTPUT = "comfy.ClipVisionOutput"
+# Widget values a node makes for another: (module, class) -> codec name.
+INPUT_RECORDS = {
+    ("comfy_api.latest._input.curve_types", "MonotoneCubicCurve"): "comfy.MonotoneCubicCurve",
+    ("comfy_api.latest._input.curve_types", "LinearCurve"): "comfy.LinearCurve",
+    ("comfy_api.latest._input.range_types", "RangeInput"): "comfy.RangeInput",
+}
 # How deep an attribute's containers are looked into for something that cannot cross.
 _FIELD_DEPTH = 8
 
@@ -64,6 +72,7 @@ def register_comfy_codecs() -> None:
     register_late_codec(
         (CLIP_VISION_OUTPUT,), ((CLIP_VISION_MODULE, "Output"),), _register_clip_vision
     )
+    register_late_codec(tuple(INPUT_RECORDS.values()), tuple(INPUT_RECORDS), _register_inputs)
     try:
         from comfy_execution.graph_utils import ExecutionBlocker
     except Exception:
@@ -171,6 +180,22 @@ def _register_clip_vision() -> None:
     from comfy_airlock.values import register_codec
 
     register_codec(CLIP_VISION_OUTPUT, Output, _fields_of, _remake(Output), fits=_fields_cross)
+
+
+def _register_inputs() -> None:
+    import importlib
+
+    from comfy_airlock.values import register_codec
+
+    for (module, name), codec in INPUT_RECORDS.items():
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except Exception as e:
+            raise TypeError(
+                f"a ComfyUI {name} cannot be made here: `{module}` does not import "
+                f"({type(e).__name__}: {e}); the environment needs ComfyUI's requirements"
+            ) from e
+        register_codec(codec, cls, _fields_of, _remake(cls), fits=_fields_cross)
 
 
 def _fields_of(record: Any) -> dict[str, Any]:

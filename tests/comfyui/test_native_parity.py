@@ -162,6 +162,7 @@ def test_v3_object_info_is_native(pair):
         "ShapesV3Vision",
         "ShapesV3ReadCond",
         "ShapesV3CondPass",
+        "ShapesV3Curve",
     }
     # A str Enum in a schema (display_mode) serves as its value, as natively.
     assert native["ShapesV3Repeat"]["input"]["required"]["times"][1]["display"] == "slider"
@@ -490,6 +491,19 @@ def test_comfyuis_objects_inside_conditioning_pass_through_a_pack_as_natively(pa
     assert native["8"]["text"][0].startswith("hooks=<object>,pooled_output=float32(1, 8):")
     parts = native["7"]["text"][0].split(" | ")
     assert "airlock_seen=True" in parts and "hooks=<object>" in parts, parts
+
+
+def test_a_curve_from_comfyuis_curve_editor_is_applied_by_a_pack_as_natively(pair):
+    # ComfyUI's Curve Editor makes a curve object (comfy_api's MonotoneCubicCurve); the pack's
+    # node evaluates it.
+    points = {"points": [[0, 0], [0.5, 0.8], [1, 1]], "interpolation": "monotone_cubic"}
+    prompt = {
+        "1": {"class_type": "CurveEditor", "inputs": {"curve": points}},
+        "2": {"class_type": "ShapesV3Curve", "inputs": {"curve": ["1", 0]}},
+        "3": {"class_type": "PreviewAny", "inputs": {"source": ["2", 0]}},
+    }
+    native, _ = assert_same_outputs(pair, prompt)
+    assert native["3"]["text"][0].startswith("MonotoneCubicCurve 0.0000,"), native
 
 
 def test_another_packs_node_is_in_node_class_mappings(pair):

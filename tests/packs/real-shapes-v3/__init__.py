@@ -542,6 +542,25 @@ class V3CondPass(io.ComfyNode):
         return io.NodeOutput(out, keys)
 
 
+class V3Curve(io.ComfyNode):
+    """Applies a CURVE that ComfyUI's Curve Editor made, as colour-grading nodes do: its
+    lookup table, and what it says of itself."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="ShapesV3Curve",
+            category="airlock shapes/v3",
+            inputs=[io.Curve.Input("curve", socketless=False)],
+            outputs=[io.String.Output()],
+        )
+
+    @classmethod
+    def execute(cls, curve) -> io.NodeOutput:
+        lut = ",".join(f"{v:.4f}" for v in curve.to_lut(5))
+        return io.NodeOutput(f"{type(curve).__name__} {lut} {curve.points}")
+
+
 class ShapesV3Extension(ComfyExtension):
     async def get_node_list(self):
         return [
@@ -562,6 +581,7 @@ class ShapesV3Extension(ComfyExtension):
             V3Vision,
             V3ReadCond,
             V3CondPass,
+            V3Curve,
         ]
 
 

@@ -132,14 +132,6 @@ def test_an_object_of_comfyui_a_pack_kept_past_its_call_is_a_clear_error(nodes):
     assert nodes["Pass"]().run(value=cond)[0][0][1]["control"] is cond[0][1]["control"]
 
 
-def test_inputs_without_objects_of_comfyui_go_as_they_are():
-    t = torch.ones(3)
-    latent = {"samples": t, "batch_index": [0, 1]}
-    kwargs = {"latent": latent, "cond": [[t, {"pooled_output": t}]], "n": 3}
-    out, held = host_values.hold(kwargs)
-    assert held == [] and out["latent"] is latent and out["cond"] is kwargs["cond"]
-
-
 def test_a_type_the_pack_lists_in_pickle_is_pickled_not_held(nodes):
     # The pack's airlock.toml lists it in `pickle`: it crosses as a copy, as before.
     point = T.Point(1, 2.5)

@@ -9,10 +9,10 @@ the worker gets a :class:`HostValue` in their place, and when the node's result 
 back, ComfyUI gets its own object again, the same object. The mirror of ADR 0023, where a
 pack's objects stay in its worker.
 
-- **Host**: :func:`hold` (the inputs, with each object that cannot cross, at any depth of
-  their lists, tuples and dicts, held for the call and its reference in its place) and
-  :func:`let_go` once the call returned. A model given as a whole input is refused before
-  the call instead (``host/proxy.py``): a node given a model would use it.
+- **Host**: :func:`holding` around a node call: the encoder, where it meets an object that
+  cannot cross at any depth of the inputs, holds it here and sends its reference instead;
+  the call's result brings references back as the objects. A model given as a whole input
+  is refused before the call instead (``host/proxy.py``): a node given a model would use it.
 - **Worker**: :class:`HostValue`. Reading it (an attribute, a call) fails with an error that
   names the object's class and says where it lives; its ``repr`` says so too.
 - A reference lives for one call: a node that kept one and returns it in a later call gets an
@@ -21,18 +21,16 @@ pack's objects stay in its worker.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import secrets
-import sys
 import threading
-from collections.abc import Collection
+from collections.abc import Iterator
 from typing import Any
 
-from comfy_airlock import pickling, values
+from comfy_airlock import values
 
 CODEC = "airlock.host-value"
-_MAX_DEPTH = 8
-_PLAIN = frozenset((bool, int, float, str, bytes))
 
 
 class HostValueError(TypeError):
@@ -52,7 +50,7 @@ _LOCK = threading.Lock()
 
 
 class HostRef:
-    """What an input carries in place of a held object (crosses as its reference)."""
+    """What is sent in place of a held object (crosses as its reference)."""
 
     __slots__ = ("payload",)
 
@@ -60,51 +58,29 @@ class HostRef:
         self.payload = payload
 
 
-def _held_ref(obj: Any, held: list[int]) -> HostRef:
-    t = type(obj)
-    with _LOCK:
-        n = next(_IDS)
-        _HELD[n] = obj
-    held.append(n)
-    return HostRef((_TOKEN, n, f"{t.__module__}.{t.__qualname__}"))
-
-
-def _sub(value: Any, held: list[int], pickled: Collection[str], depth: int) -> Any:
-    if value is None or type(value) in _PLAIN:
-        return value
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):  # most inputs: asked first
-        return value
-    named = isinstance(value, tuple) and hasattr(value, "_fields")
-    if depth < _MAX_DEPTH and not named:
-        if isinstance(value, (list, tuple)):
-            items = [_sub(v, held, pickled, depth + 1) for v in value]
-            if all(a is b for a, b in zip(items, value, strict=True)):
-                return value  # nothing held below: the value as it was, not a copy
-            return items if isinstance(value, list) else tuple(items)
-        if isinstance(value, dict):
-            pairs = {k: _sub(v, held, pickled, depth + 1) for k, v in value.items()}
-            if all(pairs[k] is v for k, v in value.items()):
-                return value
-            return pairs
-    if values.crosses(value) or (pickled and pickling.type_name(type(value)) in pickled):
-        return value
-    return _held_ref(value, held)
-
-
-def hold(kwargs: dict[str, Any], pickled: Collection[str] = ()) -> tuple[dict[str, Any], list[int]]:
-    """``kwargs`` with every object that cannot cross held here, its reference in its place,
-    and the ids held (for :func:`let_go`). ``pickled``: the type names the pack's airlock.toml
-    lists in ``pickle``, which cross by pickle (the policy applies around the call itself)."""
+@contextlib.contextmanager
+def holding() -> Iterator[list[int]]:
+    """Around sending a node's inputs and receiving its result: each object the encoder finds
+    that nothing can send (no codec, not in the pack's ``pickle``, not a tensor, array or
+    builtin) is held here and its reference sent instead; all are let go at the end. The
+    encoder's own walk finds them: inputs without such objects cost nothing more."""
     held: list[int] = []
-    out = {name: _sub(value, held, pickled, 0) for name, value in kwargs.items()}
-    return out, held
 
+    def stand_in(obj: Any) -> HostRef:
+        t = type(obj)
+        with _LOCK:
+            n = next(_IDS)
+            _HELD[n] = obj
+        held.append(n)
+        return HostRef((_TOKEN, n, f"{t.__module__}.{t.__qualname__}"))
 
-def let_go(held: list[int]) -> None:
-    with _LOCK:
-        for n in held:
-            _HELD.pop(n, None)
+    try:
+        with values.sending_stand_ins(stand_in):
+            yield held
+    finally:
+        with _LOCK:
+            for n in held:
+                _HELD.pop(n, None)
 
 
 def resolve(payload: Any) -> Any:

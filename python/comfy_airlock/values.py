@@ -22,6 +22,8 @@ This module handles the rest:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 import importlib
 import logging
@@ -428,12 +430,33 @@ def encode_other(lane, obj):
     for base in (list, tuple, dict):
         if isinstance(obj, base):
             return ("p", base(obj))
+    stand_in = _STAND_IN.get()
+    if stand_in is not None:
+        return encode_other(lane, stand_in(obj))
     t = type(obj)
     raise TypeError(
         f"cannot send a {t.__module__}.{t.__qualname__} across the process boundary: "
         "no codec is registered for it (comfy_airlock.register_codec), and the pack's "
         "airlock.toml does not list it in `pickle`"
     )
+
+
+# While set (on the thread sending a node's inputs, host_values.py): what to send in place of
+# an object nothing else can send, instead of failing (ADR 0064).
+_STAND_IN: contextvars.ContextVar[Callable[[Any], Any] | None] = contextvars.ContextVar(
+    "airlock_stand_in", default=None
+)
+
+
+@contextlib.contextmanager
+def sending_stand_ins(stand_in: Callable[[Any], Any]) -> Any:
+    """Values sent on this thread meanwhile send ``stand_in(obj)`` for an object that cannot
+    cross (it must return a value with a codec)."""
+    token = _STAND_IN.set(stand_in)
+    try:
+        yield
+    finally:
+        _STAND_IN.reset(token)
 
 
 def _encode_torch(lane, torch, t):

@@ -82,11 +82,8 @@ def run_node(
     for token, ids in pack_values.pending_releases(pack.name).items():
         if pack.alive():
             pack.call("comfy_airlock.pack_values:release", token, ids)
-    kwargs, held = host_values.hold(inputs[0], pack.pickle)
-    try:
-        return pack_values.claim(pack.name, pack.run(node_id, key, method, (kwargs, inputs[1])))
-    finally:
-        host_values.let_go(held)
+    with host_values.holding():
+        return pack_values.claim(pack.name, pack.run(node_id, key, method, inputs))
 
 
 def _to_torch(value: Any) -> Any:

@@ -1,6 +1,6 @@
 """What holding ComfyUI's objects adds to a node call (ADR 0064): a worker echoes a node's
 inputs back, outside ``host_values.holding()`` and inside it, on three input shapes; median of
-2,000 round trips each, alternating. The encoder itself finds the objects (no walk of the
+2,000 round trips each, alternating (each first in every other pair). The encoder itself finds the objects (no walk of the
 inputs of its own), so inputs without any should cost the same inside and outside.
 
     PYTHONPATH=python .venv/bin/python bench/results/adr0064-values/hold.py
@@ -65,8 +65,9 @@ try:
     for name, kwargs in SHAPES.items():
         plain = name.startswith("two CONDITIONING entries holding") is False
         times = {"outside": [], "holding": []}
-        for _ in range(2000):
-            for how in ("outside", "holding") if plain else ("holding",):
+        for i in range(2000):
+            order = ("outside", "holding") if i % 2 else ("holding", "outside")
+            for how in order if plain else ("holding",):
                 t0 = time.perf_counter()
                 if how == "holding":
                     with host_values.holding():

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -34,17 +35,19 @@ FROM_FILE = "comfy.VideoFromFile"
 
 GEOMETRY_MODULE = "comfy_api.latest._util.geometry_types"
 IMAGE_MODULE = "comfy_api.latest._util.image_types"
-# Records of tensors, crossing as their attributes.
-RECORDS = ("MESH", "VOXEL", "SPLAT")
 FILE_3D = "comfy.File3D"
 SVG = "comfy.SVG"
-CLIP_VISION_MODULE = "comfy.clip_vision"
-CLIP_VISION_OUTPUT = "comfy.ClipVisionOutput"
-# Widget values a node makes for another: (module, class) -> codec name.
-INPUT_RECORDS = {
-    ("comfy_api.latest._input.curve_types", "MonotoneCubicCurve"): "comfy.MonotoneCubicCurve",
-    ("comfy_api.latest._input.curve_types", "LinearCurve"): "comfy.LinearCurve",
-    ("comfy_api.latest._input.range_types", "RangeInput"): "comfy.RangeInput",
+# ComfyUI's records (plain objects of tensors, arrays and numbers) that cross as their
+# attributes: module -> {class: codec name}. One late registration per module, so a mesh
+# does not import ComfyUI's model code, nor a CLIP vision output PyAV.
+RECORDS = {
+    GEOMETRY_MODULE: {"MESH": "comfy.MESH", "VOXEL": "comfy.VOXEL", "SPLAT": "comfy.SPLAT"},
+    "comfy.clip_vision": {"Output": "comfy.ClipVisionOutput"},
+    "comfy_api.latest._input.curve_types": {
+        "MonotoneCubicCurve": "comfy.MonotoneCubicCurve",
+        "LinearCurve": "comfy.LinearCurve",
+    },
+    "comfy_api.latest._input.range_types": {"RangeInput": "comfy.RangeInput"},
 }
 # How deep an attribute's containers are looked into for something that cannot cross.
 _FIELD_DEPTH = 8
@@ -61,18 +64,16 @@ def register_comfy_codecs() -> None:
         _register_video,
     )
     register_late_codec(
-        (*(f"comfy.{r}" for r in RECORDS), FILE_3D, SVG),
-        (
-            *((GEOMETRY_MODULE, r) for r in RECORDS),
-            (GEOMETRY_MODULE, "File3D"),
-            (IMAGE_MODULE, "SVG"),
-        ),
-        _register_3d,
+        (FILE_3D, SVG),
+        ((GEOMETRY_MODULE, "File3D"), (IMAGE_MODULE, "SVG")),
+        _register_3d_files,
     )
-    register_late_codec(
-        (CLIP_VISION_OUTPUT,), ((CLIP_VISION_MODULE, "Output"),), _register_clip_vision
-    )
-    register_late_codec(tuple(INPUT_RECORDS.values()), tuple(INPUT_RECORDS), _register_inputs)
+    for module, classes in RECORDS.items():
+        register_late_codec(
+            tuple(classes.values()),
+            tuple((module, name) for name in classes),
+            _records_of(module, classes),
+        )
     try:
         from comfy_execution.graph_utils import ExecutionBlocker
     except Exception:
@@ -134,20 +135,15 @@ def _register_video() -> None:
     register_codec(FROM_FILE, video_types.VideoFromFile, file_of, from_file)
 
 
-def _register_3d() -> None:
+def _register_3d_files() -> None:
     try:
         from comfy_api.latest._util import geometry_types, image_types
     except Exception as e:
         raise TypeError(
-            f"a ComfyUI 3D or SVG value cannot be made here: ComfyUI's `comfy_api` types do not "
+            f"a ComfyUI File3D or SVG value cannot be made here: ComfyUI's `comfy_api` types do not "
             f"import ({type(e).__name__}: {e}); the environment needs ComfyUI's requirements"
         ) from e
     from comfy_airlock.values import register_codec
-
-    for name in RECORDS:
-        cls = getattr(geometry_types, name, None)
-        if cls is not None:  # SPLAT is newer than MESH and VOXEL
-            register_codec(f"comfy.{name}", cls, _fields_of, _remake(cls), fits=_fields_cross)
 
     def file_of(f: Any) -> dict[str, Any]:
         source = f.get_source()
@@ -169,33 +165,25 @@ def _register_3d() -> None:
     )
 
 
-def _register_clip_vision() -> None:
-    try:
-        from comfy.clip_vision import Output
-    except Exception as e:
-        raise TypeError(
-            f"a ComfyUI CLIP vision output cannot be made here: `comfy.clip_vision` does not "
-            f"import ({type(e).__name__}: {e}); the environment needs ComfyUI's requirements"
-        ) from e
-    from comfy_airlock.values import register_codec
+def _records_of(module: str, classes: dict[str, str]) -> Callable[[], None]:
+    def register() -> None:
+        import importlib
 
-    register_codec(CLIP_VISION_OUTPUT, Output, _fields_of, _remake(Output), fits=_fields_cross)
+        from comfy_airlock.values import register_codec
 
-
-def _register_inputs() -> None:
-    import importlib
-
-    from comfy_airlock.values import register_codec
-
-    for (module, name), codec in INPUT_RECORDS.items():
         try:
-            cls = getattr(importlib.import_module(module), name)
+            found = importlib.import_module(module)
         except Exception as e:
             raise TypeError(
-                f"a ComfyUI {name} cannot be made here: `{module}` does not import "
-                f"({type(e).__name__}: {e}); the environment needs ComfyUI's requirements"
+                f"a ComfyUI {'/'.join(classes)} value cannot be made here: `{module}` does not "
+                f"import ({type(e).__name__}: {e}); the environment needs ComfyUI's requirements"
             ) from e
-        register_codec(codec, cls, _fields_of, _remake(cls), fits=_fields_cross)
+        for name, codec in classes.items():
+            cls = getattr(found, name, None)
+            if cls is not None:  # SPLAT is newer than MESH and VOXEL
+                register_codec(codec, cls, _fields_of, _remake(cls), fits=_fields_cross)
+
+    return register
 
 
 def _fields_of(record: Any) -> dict[str, Any]:

@@ -59,7 +59,7 @@ class HostRef:
 
 
 @contextlib.contextmanager
-def holding() -> Iterator[list[int]]:
+def holding() -> Iterator[None]:
     """Around sending a node's inputs and receiving its result: each object the encoder finds
     that nothing can send (no codec, not in the pack's ``pickle``, not a tensor, array or
     builtin) is held here and its reference sent instead; all are let go at the end. The
@@ -76,7 +76,7 @@ def holding() -> Iterator[list[int]]:
 
     try:
         with values.sending_stand_ins(stand_in):
-            yield held
+            yield
     finally:
         with _LOCK:
             for n in held:
